@@ -1,0 +1,114 @@
+# shellcheck shell=bash
+# Shared settings and helpers for Foldline's scripts. Sourced, never run.
+#
+# Downloads are cached outside the checkout, in $FOLDLINE_CACHE (default
+# ${XDG_CACHE_HOME:-~/.cache}/foldline), so a second run or a fresh clone
+# downloads nothing. Data, logs and pid files of the running services go to
+# $FOLDLINE_STACK_DIR (default .stack/ in the checkout, ignored by git).
+
+set -euo pipefail
+
+FOLDLINE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+FOLDLINE_CACHE="${FOLDLINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/foldline}"
+FOLDLINE_STACK_DIR="${FOLDLINE_STACK_DIR:-$FOLDLINE_ROOT/.stack}"
+
+PULSAR_VERSION="${PULSAR_VERSION:-4.0.8}"
+CASSANDRA_VERSION="${CASSANDRA_VERSION:-5.0.9}"
+CQLSH_VERSION="${CQLSH_VERSION:-6.2.2}"
+
+PULSAR_HOME="$FOLDLINE_CACHE/apache-pulsar-$PULSAR_VERSION"
+CASSANDRA_LIB="$FOLDLINE_CACHE/cassandra-$CASSANDRA_VERSION/lib"
+CQLSH_VENV="$FOLDLINE_CACHE/cqlsh-$CQLSH_VERSION"
+M2_REPO="$FOLDLINE_CACHE/m2"
+
+PULSAR_PORT=6650
+PULSAR_HTTP_PORT=8080
+PULSAR_BOOKIE_PORT=3181
+CASSANDRA_PORT=9042
+CASSANDRA_STORAGE_PORT=7000
+
+say() { printf '%s\n' "$*" >&2; }
+step() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# need_java fails with a clear message when no Java 17+ is on the PATH.
+need_java() {
+  command -v java >/dev/null 2>&1 || die "java not found on PATH: install OpenJDK 17 (apt-get install -y openjdk-17-jre-headless)"
+  local v
+  v=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+  [ -n "$v" ] && [ "$v" -ge 17 ] || die "java 17 or newer is needed, found: $(java -version 2>&1 | head -1)"
+}
+
+# mvn_get GROUP:ARTIFACT:VERSION[:TYPE[:CLASSIFIER]] downloads one artifact into
+# the cache's Maven repository and prints its path.
+mvn_get() {
+  local coords=$1 g a v t c path
+  IFS=: read -r g a v t c <<<"$coords"
+  t=${t:-jar}
+  path="$M2_REPO/${g//.//}/$a/$v/$a-$v${c:+-$c}.$t"
+  if [ ! -f "$path" ]; then
+    command -v mvn >/dev/null 2>&1 || die "mvn not found on PATH: install Maven (apt-get install -y maven)"
+    step "downloading $coords from Maven Central" 
+    local log="$FOLDLINE_CACHE/mvn-$a.log"
+    mkdir -p "$FOLDLINE_CACHE"
+    if ! mvn -B -q -Dmaven.repo.local="$M2_REPO" dependency:get \
+        -Dartifact="$g:$a:$v:$t${c:+:$c}" -Dtransitive=false >"$log" 2>&1; then
+      tail -n 20 "$log" >&2
+      die "downloading $coords failed; full log: $log"
+    fi
+  fi
+  printf '%s\n' "$path"
+}
+
+# port_free PORT fails, naming the process, when something already listens on PORT.
+port_free() {
+  local port=$1 who
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    who=$(ss -ltnpH "sport = :$port" 2>/dev/null | sed -n 's/.*users:((\(.*\))).*/\1/p' | head -1)
+    die "port $port is already in use${who:+ by $who}; stop that process or run scripts/stack down"
+  fi
+}
+
+# pid_alive FILE succeeds when FILE holds the pid of a live process.
+pid_alive() {
+  local f=$1 pid
+  [ -f "$f" ] || return 1
+  pid=$(cat "$f")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+# wait_until TIMEOUT_S LOGFILE PIDFILE DESCRIPTION CMD... polls CMD until it
+# succeeds; on timeout or process death it prints the log's tail and fails.
+wait_until() {
+  local timeout=$1 log=$2 pidfile=$3 what=$4; shift 4
+  local start=$SECONDS
+  until "$@" >/dev/null 2>&1; do
+    if ! pid_alive "$pidfile"; then
+      say "--- last lines of $log ---"; tail -n 40 "$log" >&2 || true
+      die "$what: the process exited before it was ready; log: $log"
+    fi
+    if (( SECONDS - start >= timeout )); then
+      say "--- last lines of $log ---"; tail -n 40 "$log" >&2 || true
+      die "$what: not ready after ${timeout}s; log: $log"
+    fi
+    sleep 1
+  done
+}
+
+# stop_pid FILE NAME sends SIGTERM, waits up to 30 s, then SIGKILL.
+stop_pid() {
+  local f=$1 name=$2 pid i
+  pid_alive "$f" || { rm -f "$f"; return 0; }
+  pid=$(cat "$f")
+  step "stopping $name (pid $pid)"
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 30); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    say "$name did not stop in 30 s; killing it"
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
