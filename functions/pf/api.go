@@ -1,0 +1,157 @@
+package pf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/foldline/foldline/functions/envelope"
+)
+
+// Record is one output message of a handler.
+type Record struct {
+	// Topic is where the record goes; "" means the function's output topic.
+	Topic string
+	// Key is the message key; "" means keep the input message's key.
+	Key string
+	// Payload is the message body.
+	Payload []byte
+	// Properties are added over the input's properties, which are copied; the
+	// origin position is kept unless set here.
+	Properties map[string]string
+	// EventTime is the message's event time; zero means the input's event time.
+	EventTime time.Time
+}
+
+// permanentError marks a handler error as not worth retrying.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks a handler error as not worth retrying (bad input): the
+// message goes straight to the dead-letter topic with the error text as the
+// reason. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was marked by
+// Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+type contextKey struct{}
+
+// FromContext returns the function context that the runtime puts into the
+// context it hands to a handler.
+func FromContext(ctx context.Context) (*FunctionContext, bool) {
+	fc, ok := ctx.Value(contextKey{}).(*FunctionContext)
+	return fc, ok
+}
+
+// withFunctionContext returns a child of ctx carrying fc.
+func withFunctionContext(ctx context.Context, fc *FunctionContext) context.Context {
+	return context.WithValue(ctx, contextKey{}, fc)
+}
+
+// Start runs handler as a Pulsar Function instance under the functions worker
+// until SIGTERM or SIGINT, reading the instance config from os.Args. It is
+// meant to be main's exit point: on a fatal error (bad instance config,
+// unsupported handler shape, no broker) it prints the error to stderr and
+// exits the process with status 1; after a clean shutdown it returns.
+func Start(handler any) {
+	if err := startMain(handler); err != nil {
+		fmt.Fprintln(os.Stderr, "pf:", err)
+		os.Exit(1)
+	}
+}
+
+// Run does what Start does but returns errors instead of exiting. args are
+// the command-line arguments without the program name (os.Args[1:]). It
+// returns nil once ctx is cancelled and everything has been closed.
+func Run(ctx context.Context, handler any, args []string) error {
+	return run(ctx, handler, args)
+}
+
+// FunctionContext gives a handler the function's identity and config, the
+// message being processed and a way to publish to other topics. The runtime
+// hands a fresh one to every invocation; it must not be used after the
+// handler returns except through Publish in the same invocation.
+type FunctionContext struct {
+	inst   *instance
+	msg    pulsar.Message
+	origin envelope.Origin
+	// sink collects the records published during this invocation so that the
+	// input is acknowledged only after all of them are confirmed.
+	sink *outputBatch
+}
+
+// GetInstanceID returns the instance index, 0 to parallelism-1.
+func (c *FunctionContext) GetInstanceID() int { return c.inst.conf.InstanceID }
+
+// GetFuncTenant returns the function's tenant.
+func (c *FunctionContext) GetFuncTenant() string { return c.inst.conf.Tenant }
+
+// GetFuncNamespace returns the function's namespace (without the tenant).
+func (c *FunctionContext) GetFuncNamespace() string { return c.inst.conf.Namespace }
+
+// GetFuncName returns the function's name.
+func (c *FunctionContext) GetFuncName() string { return c.inst.conf.Name }
+
+// GetFuncID returns the id the worker gave this run of the function.
+func (c *FunctionContext) GetFuncID() string { return c.inst.conf.FuncID }
+
+// GetFuncVersion returns the version the worker gave this run of the function.
+func (c *FunctionContext) GetFuncVersion() string { return c.inst.conf.FuncVersion }
+
+// GetInputTopics returns the input topics and topic patterns.
+func (c *FunctionContext) GetInputTopics() []string {
+	topics := make([]string, 0, len(c.inst.conf.Inputs))
+	for _, in := range c.inst.conf.Inputs {
+		topics = append(topics, in.Topic)
+	}
+	return topics
+}
+
+// GetOutputTopic returns the function's output topic, "" when it has none.
+func (c *FunctionContext) GetOutputTopic() string { return c.inst.conf.OutputTopic }
+
+// GetUserConfMap returns the function's user config, decoded from JSON
+// (numbers are float64).
+func (c *FunctionContext) GetUserConfMap() map[string]any { return c.inst.conf.UserConfig }
+
+// GetUserConfValue returns one user config value, nil when absent.
+func (c *FunctionContext) GetUserConfValue(key string) any { return c.inst.conf.UserConfig[key] }
+
+// GetCurrentRecord returns the input message being processed.
+func (c *FunctionContext) GetCurrentRecord() pulsar.Message { return c.msg }
+
+// Origin returns the origin position of the input message: the one its
+// properties carry, or the message's own topic and position when it is a
+// ledger event.
+func (c *FunctionContext) Origin() envelope.Origin { return c.origin }
+
+// RecordMetric records a user metric; functions stats and the Prometheus
+// endpoint show the last value recorded under name.
+func (c *FunctionContext) RecordMetric(name string, value float64) {
+	c.inst.stats.recordUserMetric(name, value)
+}
+
+// Publish sends rec (to rec.Topic, or to the output topic when it is empty)
+// with the same defaults as a handler's returned records: the input's key,
+// properties, origin and event time unless rec sets them. The send is
+// asynchronous; with ATLEAST_ONCE the input is acknowledged only after every
+// record published during the invocation is confirmed.
+func (c *FunctionContext) Publish(ctx context.Context, rec Record) error {
+	return c.inst.publish(ctx, c, rec)
+}
