@@ -35,9 +35,9 @@ var broken = map[string]transform.Processor{
 	"panics on bad input": transform.New(func(b []byte) (event, error) {
 		return event{N: int(b[0])}, nil
 	}, echo),
-	"accepts garbage": transform.New(func([]byte) (event, error) { return event{}, nil }, echo),
-	"loses the origin":  originLoser{transform.New(transform.JSON[event], echo)},
-	"emits nothing":     transform.New(transform.JSON[event], func(transform.Input[event]) ([]transform.Output, error) { return nil, nil }),
+	"accepts garbage":  transform.New(func([]byte) (event, error) { return event{}, nil }, echo),
+	"loses the origin": originLoser{transform.New(transform.JSON[event], echo)},
+	"emits nothing":    transform.New(transform.JSON[event], func(transform.Input[event]) ([]transform.Output, error) { return nil, nil }),
 	"fails valid input": transform.New(transform.JSON[event], func(transform.Input[event]) ([]transform.Output, error) {
 		return nil, errors.New("no")
 	}),
