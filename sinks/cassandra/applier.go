@@ -1,0 +1,429 @@
+package cassandra
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/functions/envelope"
+)
+
+// ErrRejected marks an operation that can never apply: a value that does not
+// fit its column, an unknown column, a sum that overflows, or a write that
+// Cassandra refuses as invalid. Such an operation belongs in the dead-letter
+// topic; retrying it would block its row forever.
+var ErrRejected = errors.New("operation rejected")
+
+// Result reports what Apply did.
+type Result struct {
+	// Errs holds one entry per operation, in the order given: nil when the
+	// operation is in Cassandra (applied now, or recognised as applied
+	// before); an error wrapping ErrRejected when it can never apply; the
+	// context's error when Apply was cancelled before Cassandra confirmed it.
+	Errs []error
+	// Applied counts operations folded into rows now; Redelivered those
+	// skipped because their row had already seen them; Rows the CQL writes.
+	Applied, Redelivered, Rows int
+}
+
+// Applier applies batches of view operations to one view's table with an
+// exactly-once effect; see the package documentation for how.
+//
+// Apply may be called from many goroutines, but calls run one at a time:
+// rows are read, folded and written without interference only if no two
+// batches touch a row at once, and batches must apply in delivery order.
+type Applier struct {
+	view     *compiledView
+	session  *gocql.Session
+	settings Settings
+	cache    *rowCache
+
+	selectCQL, appendCQL, replaceCQL string
+
+	mu sync.Mutex
+}
+
+// NewApplier prepares an Applier for the view's table, which EnsureSchema
+// must have created. settings get their defaults here.
+func NewApplier(session *gocql.Session, schema ViewSchema, settings Settings) (*Applier, error) {
+	settings = settings.Defaults()
+	if err := settings.Validate(); err != nil {
+		return nil, fmt.Errorf("validating sink settings: %w", err)
+	}
+	view, err := compileView(schema, settings.MaxValueBytes)
+	if err != nil {
+		return nil, err
+	}
+	a := &Applier{view: view, session: session, settings: settings, cache: newRowCache(settings.cacheRows())}
+	a.selectCQL, a.appendCQL, a.replaceCQL = statements(schema)
+	return a, nil
+}
+
+// statements builds the row read and the two row writes: one appends to the
+// latest-at map, the other (after a delete) replaces it. Both append to the
+// applied map and never remove from it, so no collection tombstones pile up.
+func statements(s ViewSchema) (selectCQL, appendCQL, replaceCQL string) {
+	var cols, sets, where []string
+	for _, c := range s.Columns {
+		cols = append(cols, quote(c.Name))
+		sets = append(sets, quote(c.Name)+" = ?")
+	}
+	for _, k := range s.Key {
+		where = append(where, quote(k.Name)+" = ?")
+	}
+	w := strings.Join(where, " AND ")
+	selectCQL = fmt.Sprintf("SELECT %s, %s, %s, %s FROM %s WHERE %s",
+		strings.Join(cols, ", "), ColumnDeleted, ColumnLatestAt, ColumnApplied, s.qualifiedTable(), w)
+	update := func(latest string) string {
+		return fmt.Sprintf("UPDATE %s SET %s, %s = ?, %s, %s = %s + ? WHERE %s",
+			s.qualifiedTable(), strings.Join(sets, ", "), ColumnDeleted, latest, ColumnApplied, ColumnApplied, w)
+	}
+	return selectCQL, update(ColumnLatestAt + " = " + ColumnLatestAt + " + ?"), update(ColumnLatestAt + " = ?")
+}
+
+// Apply folds ops into their rows and writes every changed row once. It
+// returns when Cassandra confirmed every write or ctx ends; while Cassandra
+// fails it retries with backoff and never gives up on its own.
+func (a *Applier) Apply(ctx context.Context, ops []Op) Result {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	res := Result{Errs: make([]error, len(ops))}
+	bound := make([]boundOp, 0, len(ops))
+	for i, op := range ops {
+		b, err := a.view.bind(i, op)
+		if err != nil {
+			res.Errs[i] = fmt.Errorf("%w: %w", ErrRejected, err)
+			continue
+		}
+		bound = append(bound, b)
+	}
+	groups := coalesce(bound)
+	work := make(chan *rowGroup)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range min(a.settings.Concurrency, len(groups)) {
+		wg.Go(func() {
+			for g := range work {
+				r := a.applyRow(ctx, g, res.Errs)
+				mu.Lock()
+				res.Applied += r.Applied
+				res.Redelivered += r.Redelivered
+				res.Rows += r.Rows
+				mu.Unlock()
+			}
+		})
+	}
+	for _, g := range groups {
+		work <- g
+	}
+	close(work)
+	wg.Wait()
+	return res
+}
+
+// applyRow reads (or recalls) a row, folds its operations, and writes it.
+// It sets errs only at the indices of g's operations, which no other
+// goroutine touches.
+func (a *Applier) applyRow(ctx context.Context, g *rowGroup, errs []error) Result {
+	before, err := a.loadRow(ctx, g)
+	if err != nil {
+		failAll(g, errs, err)
+		return Result{}
+	}
+	var res Result
+	after := before.clone()
+	sawDelete := false
+	for _, op := range g.ops {
+		applied, err := a.view.fold(after, op)
+		switch {
+		case err != nil:
+			errs[op.index] = fmt.Errorf("%w: %w", ErrRejected, err)
+		case applied:
+			res.Applied++
+			sawDelete = sawDelete || op.kind == envelope.OpDelete
+		default:
+			res.Redelivered++
+		}
+	}
+	w, changed := diff(before, after, sawDelete)
+	if !changed {
+		return res
+	}
+	err = a.writeRow(ctx, g.key, before, after, w)
+	switch {
+	case err == nil:
+		res.Rows++
+		a.cache.put(g.rowKey, after)
+	case errors.Is(err, ErrRejected):
+		// One of the operations makes the row unwritable; find which by
+		// writing them one at a time.
+		return a.applyOneByOne(ctx, g, before, errs)
+	default:
+		failAll(g, errs, err)
+		a.cache.forget(g.rowKey)
+		return Result{}
+	}
+	return res
+}
+
+// applyOneByOne writes each operation of a row separately, rejecting those
+// Cassandra refuses and keeping the rest.
+func (a *Applier) applyOneByOne(ctx context.Context, g *rowGroup, before *rowState, errs []error) Result {
+	var res Result
+	state := before
+	for _, op := range g.ops {
+		if errs[op.index] != nil {
+			continue
+		}
+		next := state.clone()
+		applied, err := a.view.fold(next, op)
+		if err != nil || !applied {
+			res.Redelivered++
+			continue
+		}
+		w, _ := diff(state, next, op.kind == envelope.OpDelete)
+		switch err := a.writeRow(ctx, g.key, state, next, w); {
+		case err == nil:
+			res.Applied++
+			res.Rows++
+			state = next
+		case errors.Is(err, ErrRejected):
+			errs[op.index] = err
+		default:
+			failAll(g, errs, err)
+			a.cache.forget(g.rowKey)
+			return res
+		}
+	}
+	a.cache.put(g.rowKey, state)
+	return res
+}
+
+func failAll(g *rowGroup, errs []error, err error) {
+	for _, op := range g.ops {
+		if errs[op.index] == nil {
+			errs[op.index] = err
+		}
+	}
+}
+
+// loadRow returns a copy of the row's state from the cache or Cassandra; a
+// row that does not exist yet is empty.
+func (a *Applier) loadRow(ctx context.Context, g *rowGroup) (*rowState, error) {
+	if r, ok := a.cache.get(g.rowKey); ok {
+		return r, nil
+	}
+	var state *rowState
+	err := a.retry(ctx, "reading a row of "+a.view.schema.Table, func() error {
+		s, err := a.readRow(ctx, g.key)
+		state = s
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.cache.put(g.rowKey, state)
+	return state.clone(), nil
+}
+
+func (a *Applier) readRow(ctx context.Context, key []any) (*rowState, error) {
+	n := len(a.view.colTypes)
+	dests := make([]any, 0, n+3)
+	for _, t := range a.view.colTypes {
+		dests = append(dests, t.scanDest())
+	}
+	var deleted *bool
+	var latest map[string]int64
+	var applied map[string]string
+	dests = append(dests, &deleted, &latest, &applied)
+	state := newRowState(n)
+	err := a.session.Query(a.selectCQL, a.bindKey(key)...).WithContext(ctx).
+		Consistency(a.settings.consistency()).Idempotent(true).Scan(dests...)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return state, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range a.view.colTypes {
+		state.values[i] = t.fromScan(dests[i])
+	}
+	state.deleted = deleted != nil && *deleted
+	for c, nanos := range latest {
+		state.latestAt[c] = time.Unix(0, nanos).UTC()
+	}
+	for topic, text := range applied {
+		pos, err := envelope.ParsePosition(text)
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading %s of a row: %w", ErrRejected, ColumnApplied, err)
+		}
+		state.applied[topic] = pos
+	}
+	return state, nil
+}
+
+func (a *Applier) bindKey(key []any) []any {
+	out := make([]any, len(key))
+	for i, v := range key {
+		out[i] = a.view.keyTypes[i].bind(v)
+	}
+	return out
+}
+
+// writeRow writes the values, deleted flag, latest-at entries and applied
+// positions of one row in a single UPDATE: Cassandra applies a write to one
+// partition atomically and in isolation, so the values and the positions
+// that account for them can never be seen or kept apart.
+func (a *Applier) writeRow(ctx context.Context, key []any, before, after *rowState, w rowWrite) error {
+	args := make([]any, 0, len(after.values)+3+len(key))
+	for i, v := range after.values {
+		switch {
+		case !w.changed[i]:
+			args = append(args, gocql.UnsetValue)
+		case v == nil:
+			args = append(args, nil)
+		default:
+			args = append(args, a.view.colTypes[i].bind(v))
+		}
+	}
+	latest := make(map[string]int64, len(w.latestAt))
+	for c, at := range w.latestAt {
+		latest[c] = at.UnixNano()
+	}
+	stmt := a.appendCQL
+	var latestArg any = latest
+	if w.replaceLatest {
+		stmt = a.replaceCQL
+	} else if len(latest) == 0 {
+		latestArg = gocql.UnsetValue
+	}
+	args = append(args, w.deleted, latestArg, w.applied)
+	args = append(args, a.bindKey(key)...)
+	return a.retry(ctx, "writing a row of "+a.view.schema.Table, func() error {
+		return a.session.Query(stmt, args...).WithContext(ctx).
+			Consistency(a.settings.consistency()).Idempotent(true).Exec()
+	})
+}
+
+// retry runs fn until it succeeds, fails for good (ErrRejected) or ctx
+// ends, waiting between attempts with exponential backoff.
+func (a *Applier) retry(ctx context.Context, what string, fn func() error) error {
+	wait := a.settings.RetryBackoffMin
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if a.permanent(ctx, err) {
+			return fmt.Errorf("%w: %s: %w", ErrRejected, what, err)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", what, context.Cause(ctx))
+		}
+		slog.Warn("Cassandra request failed, retrying", "doing", what, "attempt", attempt, "wait", wait, "error", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, context.Cause(ctx))
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, a.settings.RetryBackoffMax)
+	}
+}
+
+// permanent reports whether Cassandra refused a request for a reason that a
+// retry cannot change: its values cannot be encoded, or Cassandra calls the
+// request invalid while the table is as the view defines it (so the data is
+// at fault). An invalid request against a missing or changed table is an
+// operator's problem, not the data's: it is retried until the table is back,
+// rather than sending every operation to the dead-letter topic. Everything
+// else (timeouts, unavailable replicas, lost connections, overload) is
+// retried too.
+func (a *Applier) permanent(ctx context.Context, err error) bool {
+	if errors.Is(err, ErrRejected) {
+		return true
+	}
+	var marshalErr gocql.MarshalError
+	if errors.As(err, &marshalErr) {
+		return true
+	}
+	var reqErr gocql.RequestError
+	if !errors.As(err, &reqErr) || reqErr.Code() != gocql.ErrCodeInvalid {
+		return false
+	}
+	existing, readErr := readColumns(ctx, a.session, a.view.schema.Keyspace, a.view.schema.Table)
+	if readErr != nil || len(existing) == 0 {
+		return false
+	}
+	if diffs := tableDifferences(a.view.schema, existing); len(diffs) > 0 {
+		slog.Error("table differs from the view definition; retrying until it is fixed", "table", a.view.schema.qualifiedTable(), "differences", diffs)
+		return false
+	}
+	return true
+}
+
+// rowCache is a bounded LRU of row states, so that a row this instance
+// keeps writing is read from Cassandra once. A capacity of 0 caches nothing.
+type rowCache struct {
+	mu       sync.Mutex
+	capacity int
+	order    *list.List // front is most recently used; values are *cacheEntry
+	byKey    map[string]*list.Element
+}
+
+type cacheEntry struct {
+	rowKey string
+	state  *rowState
+}
+
+func newRowCache(capacity int) *rowCache {
+	return &rowCache{capacity: capacity, order: list.New(), byKey: map[string]*list.Element{}}
+}
+
+// get returns a copy of the cached state.
+func (c *rowCache) get(rowKey string) (*rowState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byKey[rowKey]
+	if !ok {
+		return nil, false
+	}
+	c.order.MoveToFront(e)
+	return e.Value.(*cacheEntry).state.clone(), true
+}
+
+// put stores a copy of state, evicting the least recently used row.
+func (c *rowCache) put(rowKey string, state *rowState) {
+	if c.capacity == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[rowKey]; ok {
+		e.Value.(*cacheEntry).state = state.clone()
+		c.order.MoveToFront(e)
+		return
+	}
+	c.byKey[rowKey] = c.order.PushFront(&cacheEntry{rowKey: rowKey, state: state.clone()})
+	if c.order.Len() > c.capacity {
+		oldest := c.order.Back()
+		c.order.Remove(oldest)
+		delete(c.byKey, oldest.Value.(*cacheEntry).rowKey)
+	}
+}
+
+// forget drops a row whose write may or may not have reached Cassandra.
+func (c *rowCache) forget(rowKey string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[rowKey]; ok {
+		c.order.Remove(e)
+		delete(c.byKey, rowKey)
+	}
+}

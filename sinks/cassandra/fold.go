@@ -1,0 +1,312 @@
+package cassandra
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/foldline/foldline/functions/envelope"
+)
+
+// Op is one view operation together with the ledger event that caused it:
+// the unit the Applier applies exactly once.
+type Op struct {
+	View   envelope.ViewOp
+	Origin envelope.Origin
+}
+
+// Errors that make an operation impossible to apply, ever. The Applier wraps
+// them; the sink hands them to the dead-letter topic.
+var (
+	ErrWrongView     = errors.New("operation is for another view")
+	ErrUnknownColumn = errors.New("operation names a column the view does not have")
+	ErrWrongMerge    = errors.New("operation's merge rule differs from the view's")
+	ErrBadKey        = errors.New("operation's key does not match the view's key columns")
+)
+
+// compiledView is a validated ViewSchema with its column types looked up.
+type compiledView struct {
+	schema        ViewSchema
+	keyTypes      []*cqlType
+	colTypes      []*cqlType
+	colIndex      map[string]int
+	maxValueBytes int
+}
+
+func compileView(s ViewSchema, maxValueBytes int) (*compiledView, error) {
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("validating view %s: %w", s.View, err)
+	}
+	v := &compiledView{schema: s, colIndex: map[string]int{}, maxValueBytes: maxValueBytes}
+	for _, k := range s.Key {
+		t, _ := lookupType(k.Type)
+		v.keyTypes = append(v.keyTypes, t)
+	}
+	for i, c := range s.Columns {
+		t, _ := lookupType(c.Type)
+		v.colTypes = append(v.colTypes, t)
+		v.colIndex[c.Name] = i
+	}
+	return v, nil
+}
+
+// boundOp is an Op checked against the view and decoded into typed values.
+type boundOp struct {
+	// index is the op's place in the batch handed to Apply.
+	index     int
+	key       []any
+	rowKey    string
+	kind      envelope.OpKind
+	eventTime time.Time
+	origin    envelope.Origin
+	columns   []columnValue
+}
+
+type columnValue struct {
+	column int
+	value  any
+}
+
+// bind decodes and checks an operation. Every error it returns is permanent:
+// the same operation can never apply.
+func (v *compiledView) bind(index int, op Op) (boundOp, error) {
+	vo := op.View
+	if err := vo.Validate(); err != nil {
+		return boundOp{}, err
+	}
+	if vo.View != v.schema.View {
+		return boundOp{}, fmt.Errorf("%w: %q reached the sink of view %q", ErrWrongView, vo.View, v.schema.View)
+	}
+	if op.Origin.IsZero() {
+		return boundOp{}, fmt.Errorf("binding operation on %s: %w", vo.View, envelope.ErrNoOrigin)
+	}
+	b := boundOp{index: index, kind: vo.Kind, eventTime: vo.EventTime, origin: op.Origin}
+	if len(vo.Key) != len(v.schema.Key) {
+		return boundOp{}, fmt.Errorf("%w: got %d key columns, the view has %d (%s)", ErrBadKey, len(vo.Key), len(v.schema.Key), v.keyNames())
+	}
+	var rowKey strings.Builder
+	for i, k := range v.schema.Key {
+		raw, ok := vo.Key[k.Name]
+		if !ok {
+			return boundOp{}, fmt.Errorf("%w: key column %s is missing", ErrBadKey, k.Name)
+		}
+		if string(bytes.TrimSpace(raw)) == "null" {
+			return boundOp{}, fmt.Errorf("%w: key column %s is null", ErrBadKey, k.Name)
+		}
+		val, err := v.keyTypes[i].decode(raw)
+		if err != nil {
+			return boundOp{}, fmt.Errorf("key column %s: %w", k.Name, err)
+		}
+		if err := v.checkSize(k.Name, val); err != nil {
+			return boundOp{}, err
+		}
+		b.key = append(b.key, val)
+		rowKey.WriteString(strconv.Quote(fmt.Sprint(val)))
+		rowKey.WriteByte(',')
+	}
+	b.rowKey = rowKey.String()
+	for _, c := range vo.Columns {
+		i, ok := v.colIndex[c.Column]
+		if !ok {
+			return boundOp{}, fmt.Errorf("%w: %s", ErrUnknownColumn, c.Column)
+		}
+		def := v.schema.Columns[i]
+		if c.Merge != def.Merge {
+			return boundOp{}, fmt.Errorf("%w: column %s merges by %s, the operation says %s", ErrWrongMerge, c.Column, def.Merge, c.Merge)
+		}
+		// A JSON null would decode as the type's zero value; like the
+		// reference fold (memview), the sink refuses it.
+		if string(bytes.TrimSpace(c.Value)) == "null" {
+			return boundOp{}, fmt.Errorf("column %s: %w: null is not a value", c.Column, ErrBadValue)
+		}
+		val, err := v.colTypes[i].decode(c.Value)
+		if err != nil {
+			return boundOp{}, fmt.Errorf("column %s: %w", c.Column, err)
+		}
+		if err := v.checkSize(c.Column, val); err != nil {
+			return boundOp{}, err
+		}
+		b.columns = append(b.columns, columnValue{column: i, value: val})
+	}
+	return b, nil
+}
+
+func (v *compiledView) checkSize(column string, val any) error {
+	if s, ok := val.(string); ok && len(s) > v.maxValueBytes {
+		return fmt.Errorf("column %s: %w: %d bytes is more than max_value_bytes %d", column, ErrBadValue, len(s), v.maxValueBytes)
+	}
+	return nil
+}
+
+func (v *compiledView) keyNames() string {
+	names := make([]string, len(v.schema.Key))
+	for i, k := range v.schema.Key {
+		names[i] = k.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// rowState is what the sink knows of one row: its values, and the
+// bookkeeping that makes applying idempotent.
+type rowState struct {
+	// values holds one canonical value per view column; nil is null.
+	values []any
+	// latestAt holds, per column name with merge latest, the event time of
+	// the current value.
+	latestAt map[string]time.Time
+	// applied holds, per origin topic, the last position folded into the row.
+	applied map[string]envelope.Position
+	deleted bool
+}
+
+func newRowState(columns int) *rowState {
+	return &rowState{values: make([]any, columns), latestAt: map[string]time.Time{}, applied: map[string]envelope.Position{}}
+}
+
+func (r *rowState) clone() *rowState {
+	return &rowState{
+		values:   append([]any(nil), r.values...),
+		latestAt: maps.Clone(r.latestAt),
+		applied:  maps.Clone(r.applied),
+		deleted:  r.deleted,
+	}
+}
+
+// alreadyApplied reports whether the row has seen op: positions of one
+// origin partition are delivered in order, so anything at or before the
+// last applied position of the op's partition is a redelivery.
+func (r *rowState) alreadyApplied(o envelope.Origin) bool {
+	last, ok := r.applied[o.Topic]
+	return ok && o.Position.Compare(last) <= 0
+}
+
+// fold applies one operation to the row in place. It returns false for a
+// redelivered operation, which changes nothing. An error (an overflowing
+// sum) is permanent and leaves the row untouched.
+func (v *compiledView) fold(r *rowState, op boundOp) (bool, error) {
+	if r.alreadyApplied(op.origin) {
+		return false, nil
+	}
+	if op.kind == envelope.OpDelete {
+		clear(r.values)
+		clear(r.latestAt)
+		r.deleted = true
+		r.applied[op.origin.Topic] = op.origin.Position
+		return true, nil
+	}
+	// Merge into a copy first so that an error leaves the row as it was.
+	values := append([]any(nil), r.values...)
+	latest := map[string]time.Time{}
+	for _, c := range op.columns {
+		def := v.schema.Columns[c.column]
+		cur := values[c.column]
+		switch def.Merge {
+		case envelope.MergeSet:
+			values[c.column] = c.value
+		case envelope.MergeAdd:
+			if cur == nil {
+				values[c.column] = c.value
+				continue
+			}
+			sum, err := v.colTypes[c.column].addValues(cur, c.value)
+			if err != nil {
+				return false, fmt.Errorf("column %s: %w", def.Name, err)
+			}
+			values[c.column] = sum
+		case envelope.MergeMax:
+			if cur == nil || compareValues(c.value, cur) > 0 {
+				values[c.column] = c.value
+			}
+		case envelope.MergeMin:
+			if cur == nil || compareValues(c.value, cur) < 0 {
+				values[c.column] = c.value
+			}
+		case envelope.MergeLatest:
+			// Ties go to the later operation: within one origin partition
+			// that is the later ledger position.
+			at, seen := latest[def.Name]
+			if !seen {
+				at, seen = r.latestAt[def.Name]
+			}
+			if !seen || !op.eventTime.Before(at) {
+				values[c.column] = c.value
+				latest[def.Name] = op.eventTime
+			}
+		}
+	}
+	r.values = values
+	maps.Copy(r.latestAt, latest)
+	r.deleted = false
+	r.applied[op.origin.Topic] = op.origin.Position
+	return true, nil
+}
+
+// rowGroup is every operation of one batch on one row, in arrival order.
+type rowGroup struct {
+	key    []any
+	rowKey string
+	ops    []boundOp
+}
+
+// coalesce groups operations by row, keeping the rows in order of first
+// appearance and each row's operations in arrival order, so that folding a
+// group gives the same row as folding the batch one by one.
+func coalesce(ops []boundOp) []*rowGroup {
+	byKey := map[string]*rowGroup{}
+	var groups []*rowGroup
+	for _, op := range ops {
+		g, ok := byKey[op.rowKey]
+		if !ok {
+			g = &rowGroup{key: op.key, rowKey: op.rowKey}
+			byKey[op.rowKey] = g
+			groups = append(groups, g)
+		}
+		g.ops = append(g.ops, op)
+	}
+	return groups
+}
+
+// rowWrite is the difference between a row before and after a fold: what
+// one CQL write must change.
+type rowWrite struct {
+	// changed marks the columns whose value differs.
+	changed []bool
+	// replaceLatest is set when the fold deleted the row: the latest-at map
+	// is written whole instead of appended to, dropping the old entries.
+	replaceLatest bool
+	latestAt      map[string]time.Time
+	applied       map[string]string
+	deleted       bool
+}
+
+// diff computes the write that turns before into after; ok is false when
+// they are equal (every operation was a redelivery).
+func diff(before, after *rowState, sawDelete bool) (rowWrite, bool) {
+	w := rowWrite{changed: make([]bool, len(after.values)), replaceLatest: sawDelete, applied: map[string]string{}, deleted: after.deleted}
+	for i := range after.values {
+		w.changed[i] = !equalValues(before.values[i], after.values[i])
+	}
+	for topic, pos := range after.applied {
+		if old, ok := before.applied[topic]; !ok || old != pos {
+			w.applied[topic] = pos.String()
+		}
+	}
+	if len(w.applied) == 0 {
+		return rowWrite{}, false
+	}
+	if sawDelete {
+		w.latestAt = maps.Clone(after.latestAt)
+	} else {
+		w.latestAt = map[string]time.Time{}
+		for c, at := range after.latestAt {
+			if old, ok := before.latestAt[c]; !ok || !old.Equal(at) {
+				w.latestAt[c] = at
+			}
+		}
+	}
+	return w, true
+}

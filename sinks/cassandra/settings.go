@@ -1,0 +1,269 @@
+package cassandra
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gocql/gocql"
+)
+
+// Settings tune how the sink talks to Cassandra. The zero value of a field
+// means its default; Defaults and Validate are the one place that knows them.
+type Settings struct {
+	// Hosts are Cassandra contact points, host or host:port.
+	// Default ["127.0.0.1:9042"].
+	Hosts []string
+	// Consistency is the CQL consistency of every read and write. Reads and
+	// writes use the same level, so any level whose reads see its own writes
+	// (QUORUM, LOCAL_QUORUM, ALL, or ONE with replication factor 1) is
+	// correct. Default LOCAL_QUORUM.
+	Consistency string
+	// Replication is the keyspace's replication when the sink creates it.
+	// Default {"class":"SimpleStrategy","replication_factor":"1"}.
+	Replication Replication
+	// BatchSize is the most operations applied together; operations on one
+	// row within a batch become one write. Default 1000.
+	BatchSize int
+	// Linger is how long a batch waits to fill once it holds an operation.
+	// Default 5ms.
+	Linger time.Duration
+	// Concurrency is the number of rows read and written at the same time.
+	// Default 32.
+	Concurrency int
+	// RetryBackoffMin and RetryBackoffMax bound the wait between attempts
+	// while Cassandra fails; the wait doubles from min up to max and the sink
+	// never gives up. Defaults 100ms and 10s.
+	RetryBackoffMin time.Duration
+	RetryBackoffMax time.Duration
+	// Timeout bounds one CQL request. Default 10s.
+	Timeout time.Duration
+	// RowCache is how many rows the sink keeps in memory to avoid reading
+	// them before writing. It is only correct while this instance is the
+	// only writer of its rows for its whole lifetime; see the package
+	// documentation. Default 100000; -1 here, or 0 in user config, switches
+	// it off.
+	RowCache int
+	// MaxValueBytes bounds a text value; a larger one is dead-lettered
+	// rather than sent (Cassandra refuses very large mutations). Default 1 MiB.
+	MaxValueBytes int
+}
+
+// Defaults returns s with every zero field set to its default.
+func (s Settings) Defaults() Settings {
+	if len(s.Hosts) == 0 {
+		s.Hosts = []string{"127.0.0.1:9042"}
+	}
+	if s.Consistency == "" {
+		s.Consistency = "LOCAL_QUORUM"
+	}
+	if s.Replication == nil {
+		s.Replication = DefaultReplication()
+	}
+	if s.BatchSize == 0 {
+		s.BatchSize = 1000
+	}
+	if s.Linger == 0 {
+		s.Linger = 5 * time.Millisecond
+	}
+	if s.Concurrency == 0 {
+		s.Concurrency = 32
+	}
+	if s.RetryBackoffMin == 0 {
+		s.RetryBackoffMin = 100 * time.Millisecond
+	}
+	if s.RetryBackoffMax == 0 {
+		s.RetryBackoffMax = 10 * time.Second
+	}
+	if s.Timeout == 0 {
+		s.Timeout = 10 * time.Second
+	}
+	if s.RowCache == 0 {
+		s.RowCache = 100000
+	}
+	if s.MaxValueBytes == 0 {
+		s.MaxValueBytes = 1 << 20
+	}
+	return s
+}
+
+// Validate returns every problem of settings that had Defaults applied.
+func (s Settings) Validate() error {
+	var errs []error
+	problem := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for i, h := range s.Hosts {
+		if strings.TrimSpace(h) == "" {
+			problem("hosts[%d]: is empty", i)
+		}
+	}
+	if _, err := gocql.ParseConsistencyWrapper(s.Consistency); err != nil {
+		problem("consistency %q: not a CQL consistency level (ONE, QUORUM, LOCAL_QUORUM, ALL, …)", s.Consistency)
+	}
+	if err := s.Replication.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if s.BatchSize < 1 {
+		problem("batch_size %d: must be at least 1", s.BatchSize)
+	}
+	if s.Linger < 0 {
+		problem("linger %s: must not be negative", s.Linger)
+	}
+	if s.Concurrency < 1 {
+		problem("concurrency %d: must be at least 1", s.Concurrency)
+	}
+	if s.RetryBackoffMin <= 0 {
+		problem("retry_backoff_min %s: must be positive", s.RetryBackoffMin)
+	}
+	if s.RetryBackoffMax < s.RetryBackoffMin {
+		problem("retry_backoff_max %s: must be at least retry_backoff_min %s", s.RetryBackoffMax, s.RetryBackoffMin)
+	}
+	if s.Timeout <= 0 {
+		problem("timeout %s: must be positive", s.Timeout)
+	}
+	if s.RowCache < -1 {
+		problem("row_cache %d: must be at least 0", s.RowCache)
+	}
+	if s.MaxValueBytes < 1 {
+		problem("max_value_bytes %d: must be at least 1", s.MaxValueBytes)
+	}
+	return errors.Join(errs...)
+}
+
+// consistency parses the validated consistency level.
+func (s Settings) consistency() gocql.Consistency {
+	c, _ := gocql.ParseConsistencyWrapper(s.Consistency)
+	return c
+}
+
+// cacheRows is the row cache's capacity, 0 when it is off.
+func (s Settings) cacheRows() int { return max(s.RowCache, 0) }
+
+// Config is the sink's whole user config: the view's table definition and
+// the settings, side by side at the top level, e.g.
+//
+//	{"keyspace":"shop","table":"user_activity_v1","view":"user_activity",
+//	 "key":[{"name":"user","type":"text"}],
+//	 "columns":[{"name":"page_views","type":"bigint","merge":"add"}],
+//	 "hosts":"127.0.0.1:9042","batch_size":1000,"linger":"5ms"}
+//
+// Keys it does not know belong to the runtime (retries, dead-letter topic, …)
+// and are ignored.
+type Config struct {
+	View     ViewSchema
+	Settings Settings
+}
+
+// userConfig is the JSON shape of Config; pointers tell "absent" (default)
+// from an explicit zero.
+type userConfig struct {
+	ViewSchema
+	Hosts           hostList    `json:"hosts"`
+	Consistency     string      `json:"consistency"`
+	Replication     Replication `json:"replication"`
+	BatchSize       *int        `json:"batch_size"`
+	Linger          string      `json:"linger"`
+	Concurrency     *int        `json:"concurrency"`
+	RetryBackoffMin string      `json:"retry_backoff_min"`
+	RetryBackoffMax string      `json:"retry_backoff_max"`
+	Timeout         string      `json:"timeout"`
+	RowCache        *int        `json:"row_cache"`
+	MaxValueBytes   *int        `json:"max_value_bytes"`
+}
+
+// hostList accepts a JSON list of hosts or one comma-separated string.
+type hostList []string
+
+func (h *hostList) UnmarshalJSON(b []byte) error {
+	var list []string
+	if err := json.Unmarshal(b, &list); err == nil {
+		*h = list
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("hosts: want a list of strings or a comma-separated string")
+	}
+	for _, part := range strings.Split(s, ",") {
+		*h = append(*h, strings.TrimSpace(part))
+	}
+	return nil
+}
+
+// ParseConfig reads the sink's user config (as the runtime hands it over),
+// applies defaults and returns every problem at once.
+func ParseConfig(userConf map[string]any) (Config, error) {
+	raw, err := json.Marshal(userConf)
+	if err != nil {
+		return Config{}, fmt.Errorf("encoding user config: %w", err)
+	}
+	var u userConfig
+	if err := json.Unmarshal(raw, &u); err != nil {
+		return Config{}, fmt.Errorf("decoding user config: %w", err)
+	}
+	var errs []error
+	duration := func(field, text string) time.Duration {
+		if text == "" {
+			return 0
+		}
+		d, err := time.ParseDuration(text)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: want a duration such as 5ms or 2s", field, text))
+		}
+		return d
+	}
+	s := Settings{
+		Hosts:           u.Hosts,
+		Consistency:     u.Consistency,
+		Replication:     u.Replication,
+		Linger:          duration("linger", u.Linger),
+		RetryBackoffMin: duration("retry_backoff_min", u.RetryBackoffMin),
+		RetryBackoffMax: duration("retry_backoff_max", u.RetryBackoffMax),
+		Timeout:         duration("timeout", u.Timeout),
+	}
+	// An explicit value that happens to be zero must reach Validate, not
+	// turn into the default.
+	explicit := func(p *int, zeroMeans int) int {
+		switch {
+		case p == nil:
+			return 0
+		case *p == 0:
+			return zeroMeans
+		}
+		return *p
+	}
+	s.BatchSize = explicit(u.BatchSize, -1)
+	s.Concurrency = explicit(u.Concurrency, -1)
+	s.MaxValueBytes = explicit(u.MaxValueBytes, -1)
+	s.RowCache = explicit(u.RowCache, -1) // 0 in user config switches the cache off
+	s = s.Defaults()
+	if err := s.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := u.ViewSchema.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("reading sink config: %w", err)
+	}
+	return Config{View: u.ViewSchema, Settings: s}, nil
+}
+
+// NewSession connects to Cassandra with token-aware routing, so that each
+// write goes straight to a replica of its row.
+func NewSession(s Settings) (*gocql.Session, error) {
+	cluster := gocql.NewCluster(s.Hosts...)
+	cluster.Consistency = s.consistency()
+	cluster.Timeout = s.Timeout
+	cluster.ConnectTimeout = s.Timeout
+	// Protocol 4 is the first with unset values, which the sink binds for
+	// columns a write leaves alone.
+	cluster.ProtoVersion = 4
+	cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
+	session, err := cluster.CreateSession()
+	if err != nil {
+		return nil, fmt.Errorf("connecting to Cassandra at %s: %w", strings.Join(s.Hosts, ","), err)
+	}
+	return session, nil
+}

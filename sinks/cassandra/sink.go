@@ -1,0 +1,109 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/pf"
+)
+
+// Sink is the Pulsar Function handler of the Cassandra sink. It reads its
+// config from the function's user config on the first message, since the
+// runtime only hands that over through the function context.
+type Sink struct {
+	startOnce sync.Once
+	ready     chan struct{}
+	batcher   *Batcher
+}
+
+// NewSink returns a sink that sets itself up on the first message.
+func NewSink() *Sink {
+	return &Sink{ready: make(chan struct{})}
+}
+
+// Handle applies one view operation and returns once Cassandra holds its
+// effect, so the runtime acknowledges only confirmed operations. An
+// operation that can never apply comes back as pf.Permanent, which sends it
+// to the dead-letter topic with the reason.
+func (s *Sink) Handle(ctx context.Context, payload []byte) error {
+	fc, ok := pf.FromContext(ctx)
+	if !ok {
+		return errors.New("handling a view operation: no function context; run the sink under pf.Start")
+	}
+	s.startOnce.Do(func() {
+		go s.setUp(fc.GetUserConfMap())
+	})
+	op, err := envelope.DecodeViewOp(payload)
+	if err != nil {
+		return pf.Permanent(err)
+	}
+	origin := fc.Origin()
+	if origin.IsZero() {
+		if origin, err = envelope.OriginFromProperties(fc.GetCurrentRecord().Properties()); err != nil {
+			return pf.Permanent(fmt.Errorf("reading the origin of a view operation on %s: %w", op.View, err))
+		}
+	}
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the sink to connect to Cassandra: %w", context.Cause(ctx))
+	}
+	err = s.batcher.Submit(ctx, Op{View: op, Origin: origin})
+	if errors.Is(err, ErrRejected) {
+		return pf.Permanent(err)
+	}
+	return err
+}
+
+// setUp connects, creates or checks the schema and starts the batcher. It
+// retries forever: Cassandra may come up later, and a schema mismatch is
+// fixed by an operator. Until it succeeds every handler call waits, so no
+// message is acknowledged or dead-lettered for the sink's own trouble.
+func (s *Sink) setUp(userConf map[string]any) {
+	ctx := context.Background()
+	cfg, err := ParseConfig(userConf)
+	if err != nil {
+		// The user config cannot change without a redeploy, which restarts
+		// the instance: say what is wrong and stay stalled.
+		for {
+			slog.Error("the sink's user config is invalid; fix it and update the function", "error", err)
+			time.Sleep(time.Minute)
+		}
+	}
+	wait := cfg.Settings.RetryBackoffMin
+	for {
+		applier, err := connect(ctx, cfg)
+		if err == nil {
+			s.batcher = NewBatcher(applier.Apply, cfg.Settings.BatchSize, cfg.Settings.Linger)
+			go s.batcher.Run(ctx)
+			close(s.ready)
+			slog.Info("the sink is applying view operations", "view", cfg.View.View, "table", cfg.View.Keyspace+"."+cfg.View.Table)
+			return
+		}
+		slog.Error("setting up the sink, retrying", "wait", wait, "error", err)
+		time.Sleep(wait)
+		wait = min(2*wait, cfg.Settings.RetryBackoffMax)
+	}
+}
+
+func connect(ctx context.Context, cfg Config) (*Applier, error) {
+	session, err := NewSession(cfg.Settings)
+	if err != nil {
+		return nil, err
+	}
+	if err := EnsureSchema(ctx, session, cfg.View, cfg.Settings.Replication); err != nil {
+		session.Close()
+		return nil, err
+	}
+	applier, err := NewApplier(session, cfg.View, cfg.Settings)
+	if err != nil {
+		session.Close()
+		return nil, err
+	}
+	return applier, nil
+}
