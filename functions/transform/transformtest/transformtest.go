@@ -20,12 +20,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -228,7 +230,8 @@ func mustNotPanic(inputs []transform.Message) []transform.Message {
 		if json.Unmarshal(m.Payload, &fields) != nil || fields == nil {
 			continue
 		}
-		for field := range fields {
+		// Sorted, so that the child process derives the same corpus.
+		for _, field := range slices.Sorted(maps.Keys(fields)) {
 			variants := []map[string]json.RawMessage{without(fields, field)}
 			for _, r := range replacements {
 				v := without(fields, field)

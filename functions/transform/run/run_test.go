@@ -1,0 +1,73 @@
+package run_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/pf"
+	"github.com/foldline/foldline/functions/transform"
+	"github.com/foldline/foldline/functions/transform/run"
+)
+
+type event struct {
+	SKU string `json:"sku"`
+}
+
+var bySKU = transform.New(transform.JSON[event], func(in transform.Input[event]) ([]transform.Output, error) {
+	if in.Event.SKU == "" {
+		return nil, errors.New("sku: missing")
+	}
+	return []transform.Output{
+		transform.Emit(in.Event.SKU, in.Event),
+		transform.Row("sales", "sku", in.Event.SKU).Apply(transform.Add("orders", 1)),
+	}, nil
+})
+
+func TestProcessCarriesTheOrigin(t *testing.T) {
+	at := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	origin := envelope.Origin{Topic: "persistent://shop/ledger/events", Position: envelope.Position{Ledger: 3, Entry: 9}}
+	recs, err := run.Process(bySKU, transform.Message{Key: "u1", EventTime: at, Payload: []byte(`{"sku":"s1"}`), Origin: origin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("got %d records, want 2", len(recs))
+	}
+	for i, r := range recs {
+		got, err := envelope.OriginFromProperties(r.Properties)
+		if err != nil || got != origin {
+			t.Errorf("record %d: origin %+v (%v), want %+v", i, got, err, origin)
+		}
+		if r.Key != "s1" || !r.EventTime.Equal(at) || r.Topic != "" {
+			t.Errorf("record %d: key %q, time %v, topic %q", i, r.Key, r.EventTime, r.Topic)
+		}
+	}
+}
+
+func TestProcessErrorsArePermanent(t *testing.T) {
+	tests := []struct {
+		name    string
+		payload string
+	}{
+		{name: "malformed", payload: "{"},
+		{name: "rejected by the function", payload: "{}"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := run.Process(bySKU, transform.Message{Key: "u1", Payload: []byte(tc.payload)})
+			if !pf.IsPermanent(err) {
+				t.Errorf("error %v is not permanent", err)
+			}
+		})
+	}
+}
+
+func TestHandlerOutsideTheRuntime(t *testing.T) {
+	_, err := run.Handler(bySKU)(context.Background(), []byte(`{"sku":"s1"}`))
+	if !errors.Is(err, run.ErrNoFunctionContext) {
+		t.Errorf("got %v, want ErrNoFunctionContext", err)
+	}
+}
