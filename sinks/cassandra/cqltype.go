@@ -97,10 +97,11 @@ func intType(name string, lo, hi int64, bind func(int64) any, scanDest func() an
 	return &cqlType{
 		name: name, min: lo, max: hi,
 		decode: func(raw json.RawMessage) (any, error) {
+			// json.Number would also take a quoted number; a column takes
+			// only a JSON number.
 			var n json.Number
-			dec := json.NewDecoder(bytes.NewReader(raw))
-			dec.UseNumber()
-			if err := dec.Decode(&n); err != nil {
+			raw = bytes.TrimSpace(raw)
+			if len(raw) == 0 || raw[0] == '"' || json.Unmarshal(raw, &n) != nil {
 				return nil, fmt.Errorf("%w: %s wants a JSON integer, got %s", ErrBadValue, name, abbreviate(raw))
 			}
 			v, err := n.Int64()

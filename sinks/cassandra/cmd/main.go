@@ -4,11 +4,8 @@
 // sink's settings in its user config.
 package main
 
-import (
-	"github.com/foldline/foldline/functions/pf"
-	"github.com/foldline/foldline/sinks/cassandra"
-)
+import "github.com/foldline/foldline/functions/pf"
 
 func main() {
-	pf.Start(cassandra.NewSink().Handle)
+	pf.Start(NewSink().Handle)
 }

@@ -1,4 +1,4 @@
-package cassandra
+package main
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf"
+	"github.com/foldline/foldline/sinks/cassandra"
 )
 
 // Sink is the Pulsar Function handler of the Cassandra sink. It reads its
@@ -18,7 +19,7 @@ import (
 type Sink struct {
 	startOnce sync.Once
 	ready     chan struct{}
-	batcher   *Batcher
+	batcher   *cassandra.Batcher
 }
 
 // NewSink returns a sink that sets itself up on the first message.
@@ -53,8 +54,8 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the sink to connect to Cassandra: %w", context.Cause(ctx))
 	}
-	err = s.batcher.Submit(ctx, Op{View: op, Origin: origin})
-	if errors.Is(err, ErrRejected) {
+	err = s.batcher.Submit(ctx, cassandra.Op{View: op, Origin: origin})
+	if errors.Is(err, cassandra.ErrRejected) {
 		return pf.Permanent(err)
 	}
 	return err
@@ -66,7 +67,7 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 // message is acknowledged or dead-lettered for the sink's own trouble.
 func (s *Sink) setUp(userConf map[string]any) {
 	ctx := context.Background()
-	cfg, err := ParseConfig(userConf)
+	cfg, err := cassandra.ParseConfig(userConf)
 	if err != nil {
 		// The user config cannot change without a redeploy, which restarts
 		// the instance: say what is wrong and stay stalled.
@@ -79,7 +80,7 @@ func (s *Sink) setUp(userConf map[string]any) {
 	for {
 		applier, err := connect(ctx, cfg)
 		if err == nil {
-			s.batcher = NewBatcher(applier.Apply, cfg.Settings.BatchSize, cfg.Settings.Linger)
+			s.batcher = cassandra.NewBatcher(applier.Apply, cfg.Settings.BatchSize, cfg.Settings.Linger)
 			go s.batcher.Run(ctx)
 			close(s.ready)
 			slog.Info("the sink is applying view operations", "view", cfg.View.View, "table", cfg.View.Keyspace+"."+cfg.View.Table)
@@ -91,16 +92,16 @@ func (s *Sink) setUp(userConf map[string]any) {
 	}
 }
 
-func connect(ctx context.Context, cfg Config) (*Applier, error) {
-	session, err := NewSession(cfg.Settings)
+func connect(ctx context.Context, cfg cassandra.Config) (*cassandra.Applier, error) {
+	session, err := cassandra.NewSession(cfg.Settings)
 	if err != nil {
 		return nil, err
 	}
-	if err := EnsureSchema(ctx, session, cfg.View, cfg.Settings.Replication); err != nil {
+	if err := cassandra.EnsureSchema(ctx, session, cfg.View, cfg.Settings.Replication); err != nil {
 		session.Close()
 		return nil, err
 	}
-	applier, err := NewApplier(session, cfg.View, cfg.Settings)
+	applier, err := cassandra.NewApplier(session, cfg.View, cfg.Settings)
 	if err != nil {
 		session.Close()
 		return nil, err

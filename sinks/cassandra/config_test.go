@@ -1,0 +1,270 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/foldline/foldline/functions/envelope"
+)
+
+func TestViewSchemaValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*ViewSchema)
+		want   []string // fragments of the expected problems; none means valid
+	}{
+		{name: "valid", modify: func(*ViewSchema) {}},
+		{name: "upper-case table", modify: func(s *ViewSchema) { s.Table = "Activity" }, want: []string{`table "Activity"`}},
+		{name: "reserved prefix", modify: func(s *ViewSchema) { s.Columns[0].Name = "fl_views" }, want: []string{"reserved"}},
+		{name: "unknown type", modify: func(s *ViewSchema) { s.Columns[0].Type = "counter" }, want: []string{`type "counter"`}},
+		{name: "add on text", modify: func(s *ViewSchema) { s.Columns[3].Merge = envelope.MergeAdd }, want: []string{"not numeric"}},
+		{name: "duplicate column", modify: func(s *ViewSchema) { s.Columns[1].Name = "views" }, want: []string{"defined twice"}},
+		{name: "every problem at once", modify: func(s *ViewSchema) {
+			s.Keyspace, s.View, s.Key = "", "", nil
+			s.Columns[0].Merge = "sum"
+		}, want: []string{"keyspace", "view: is empty", "key: needs", `merge "sum"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := testSchema("ks")
+			s.Columns = slices.Clone(s.Columns)
+			tt.modify(&s)
+			err := s.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want problems %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %v, want it to mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestTableDifferences(t *testing.T) {
+	s := testSchema("ks")
+	matching := func() map[string]existingColumn {
+		cols := map[string]existingColumn{"user": {Kind: "partition_key", Position: 0, Type: "text"}}
+		for _, c := range s.Columns {
+			cols[c.Name] = existingColumn{Kind: "regular", Position: -1, Type: canonicalType(c.Type)}
+		}
+		for name, typ := range bookkeepingTypes {
+			cols[name] = existingColumn{Kind: "regular", Position: -1, Type: typ}
+		}
+		return cols
+	}
+	tests := []struct {
+		name   string
+		modify func(map[string]existingColumn)
+		want   []string
+	}{
+		{name: "same", modify: func(map[string]existingColumn) {}},
+		{name: "type differs", modify: func(c map[string]existingColumn) {
+			c["views"] = existingColumn{Kind: "regular", Position: -1, Type: "int"}
+		},
+			want: []string{"column views has type int, the definition wants bigint"}},
+		{name: "missing and extra", modify: func(c map[string]existingColumn) {
+			delete(c, "mood")
+			c["extra"] = existingColumn{Kind: "regular", Position: -1, Type: "text"}
+		}, want: []string{"column extra text (value) is not in the definition", "column mood text is missing"}},
+		{name: "key became a value", modify: func(c map[string]existingColumn) {
+			c["user"] = existingColumn{Kind: "clustering", Position: 0, Type: "text"}
+		}, want: []string{"column user is a clustering key column, the definition wants partition key"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cols := matching()
+			tt.modify(cols)
+			if got := tableDifferences(s, cols); fmt.Sprint(got) != fmt.Sprint(tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
+				t.Errorf("differences = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	view := map[string]any{
+		"keyspace": "shop", "table": "user_activity_v1", "view": "user_activity",
+		"key":     []any{map[string]any{"name": "user", "type": "text"}},
+		"columns": []any{map[string]any{"name": "page_views", "type": "bigint", "merge": "add"}},
+	}
+	with := func(extra map[string]any) map[string]any {
+		m := map[string]any{"deadLetterTopic": "runtime's own key"}
+		for k, v := range view {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	tests := []struct {
+		name    string
+		conf    map[string]any
+		check   func(t *testing.T, c Config)
+		wantErr []string
+	}{
+		{name: "defaults", conf: with(nil), check: func(t *testing.T, c Config) {
+			if c.Settings.BatchSize != 1000 || c.Settings.Linger != 5*time.Millisecond || c.Settings.RowCache != 100000 ||
+				c.Settings.Consistency != "LOCAL_QUORUM" || c.Settings.Replication["class"] != "SimpleStrategy" {
+				t.Errorf("settings = %+v, want the defaults", c.Settings)
+			}
+			if c.View.Table != "user_activity_v1" || len(c.View.Columns) != 1 {
+				t.Errorf("view = %+v", c.View)
+			}
+		}},
+		{name: "explicit values", conf: with(map[string]any{"hosts": "a:9042, b", "batch_size": 10, "linger": "2ms", "row_cache": 0,
+			"replication": map[string]any{"class": "NetworkTopologyStrategy", "dc1": "3"}}), check: func(t *testing.T, c Config) {
+			if !slices.Equal(c.Settings.Hosts, []string{"a:9042", "b"}) || c.Settings.BatchSize != 10 || c.Settings.Linger != 2*time.Millisecond ||
+				c.Settings.cacheRows() != 0 || c.Settings.Replication["dc1"] != "3" {
+				t.Errorf("settings = %+v", c.Settings)
+			}
+		}},
+		{name: "every problem at once", conf: with(map[string]any{"batch_size": 0, "linger": "soon", "consistency": "MOST",
+			"retry_backoff_min": "2s", "retry_backoff_max": "1s", "table": ""}),
+			wantErr: []string{"batch_size", `linger "soon"`, `consistency "MOST"`, "retry_backoff_max", `table ""`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig(tt.conf)
+			if len(tt.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("ParseConfig() = nil error, want %q", tt.wantErr)
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("ParseConfig() = %v, want it to mention %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestRowCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	c := newRowCache(2)
+	for _, k := range []string{"a", "b"} {
+		c.put(k, newRowState(1))
+	}
+	c.get("a")
+	c.put("c", newRowState(1))
+	for k, want := range map[string]bool{"a": true, "b": false, "c": true} {
+		if _, ok := c.get(k); ok != want {
+			t.Errorf("cached(%s) = %v, want %v", k, ok, want)
+		}
+	}
+	off := newRowCache(0)
+	off.put("a", newRowState(1))
+	if _, ok := off.get("a"); ok {
+		t.Error("a cache of capacity 0 kept a row")
+	}
+}
+
+// recordingApply answers every operation and records the batch sizes.
+type recordingApply struct {
+	mu      sync.Mutex
+	batches []int
+	reject  map[int64]bool // entries to reject
+}
+
+func (r *recordingApply) apply(_ context.Context, ops []Op) Result {
+	r.mu.Lock()
+	r.batches = append(r.batches, len(ops))
+	r.mu.Unlock()
+	res := Result{Errs: make([]error, len(ops))}
+	for i, op := range ops {
+		if r.reject[op.Origin.Position.Entry] {
+			res.Errs[i] = fmt.Errorf("%w: entry %d", ErrRejected, op.Origin.Position.Entry)
+		}
+	}
+	return res
+}
+
+func runBatcher(t *testing.T, apply ApplyFunc, size int, linger time.Duration) *Batcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := NewBatcher(apply, size, linger)
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return b
+}
+
+func TestBatcherAnswersEveryCallerWithItsOwnResult(t *testing.T) {
+	rec := &recordingApply{reject: map[int64]bool{7: true, 42: true}}
+	b := runBatcher(t, rec.apply, 16, time.Millisecond)
+	const callers = 100
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			errs[i] = b.Submit(t.Context(), upsert("u", "p0", int64(i)).col("views", envelope.MergeAdd, 1).op())
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if want := rec.reject[int64(i)]; errors.Is(err, ErrRejected) != want || (!want && err != nil) {
+			t.Errorf("operation %d: err = %v, want rejected=%v", i, err, want)
+		}
+	}
+	total := 0
+	for _, n := range rec.batches {
+		if n > 16 {
+			t.Errorf("a batch of %d operations exceeds the batch size 16", n)
+		}
+		total += n
+	}
+	if total != callers {
+		t.Errorf("applied %d operations, want %d", total, callers)
+	}
+}
+
+func TestBatcherFlushesALoneCallerWithoutLingering(t *testing.T) {
+	rec := &recordingApply{}
+	// With an hour of linger, only the "every waiting caller is in the
+	// batch" rule lets these calls return before the test's deadline.
+	b := runBatcher(t, rec.apply, 1000, time.Hour)
+	for i := range 3 {
+		if err := b.Submit(t.Context(), upsert("u", "p0", int64(i)).col("views", envelope.MergeAdd, 1).op()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(rec.batches, []int{1, 1, 1}) {
+		t.Errorf("batches = %v, want three of one operation", rec.batches)
+	}
+}
+
+func TestBatcherSubmitEndsWithItsContext(t *testing.T) {
+	block := make(chan struct{})
+	b := runBatcher(t, func(ctx context.Context, ops []Op) Result {
+		select {
+		case <-block:
+		case <-ctx.Done():
+		}
+		return Result{Errs: make([]error, len(ops))}
+	}, 10, time.Millisecond)
+	defer close(block)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := b.Submit(ctx, upsert("u", "p0", 1).op()); !errors.Is(err, context.Canceled) {
+		t.Errorf("Submit with a cancelled context = %v, want context.Canceled", err)
+	}
+}
