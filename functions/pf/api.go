@@ -91,9 +91,22 @@ type FunctionContext struct {
 	inst   *instance
 	msg    pulsar.Message
 	origin envelope.Origin
-	// sink collects the records published during this invocation so that the
-	// input is acknowledged only after all of them are confirmed.
-	sink *outputBatch
+	acks   acker
+	// published holds the records Publish buffered during the current call.
+	published []Record
+	// finished is set once the handler has returned for good.
+	finished bool
+}
+
+// Ack acknowledges the current input message. Only functions with processing
+// guarantee MANUAL (or auto-ack off) need it; the runtime acknowledges
+// everything else itself. Dead-lettered messages are always acknowledged by
+// the runtime.
+func (c *FunctionContext) Ack() error {
+	if err := c.acks.Ack(c.msg); err != nil {
+		return fmt.Errorf("acknowledging %v: %w", c.msg.ID(), err)
+	}
+	return nil
 }
 
 // GetInstanceID returns the instance index, 0 to parallelism-1.

@@ -1,0 +1,455 @@
+package pf
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+
+	"github.com/foldline/foldline/functions/pf/internal/instancepb"
+)
+
+// ErrBadConfig is wrapped by every error about a malformed instance config or
+// user config; the message names the key.
+var ErrBadConfig = errors.New("bad instance config")
+
+// guarantee is the function's processing guarantee.
+type guarantee int
+
+const (
+	atLeastOnce guarantee = guarantee(instancepb.ProcessingGuarantees_ATLEAST_ONCE)
+	atMostOnce  guarantee = guarantee(instancepb.ProcessingGuarantees_ATMOST_ONCE)
+	manual      guarantee = guarantee(instancepb.ProcessingGuarantees_MANUAL)
+)
+
+// Defaults of the Foldline user config keys.
+const (
+	defaultMaxRetries   = 3
+	defaultRetryBackoff = 500 * time.Millisecond
+	maxRetryBackoff     = 30 * time.Second
+	defaultReceiverQ    = 1000
+)
+
+// inputSpec is one input topic or topic pattern.
+type inputSpec struct {
+	Topic             string
+	IsRegex           bool
+	ReceiverQueueSize int // 0: the runtime's default
+}
+
+// instanceConf is everything the runtime takes from the worker's instance
+// config and the function's user config, decoded and defaulted.
+type instanceConf struct {
+	ServiceURL  string
+	InstanceID  int
+	FuncID      string
+	FuncVersion string
+	Port        int
+	MetricsPort int
+	ClusterName string
+
+	Tenant    string
+	Namespace string
+	Name      string
+	LogTopic  string
+
+	Guarantee guarantee
+	AutoAck   bool
+
+	Inputs               []inputSpec
+	SubscriptionName     string
+	SubscriptionType     pulsar.SubscriptionType
+	SubscriptionPosition pulsar.SubscriptionInitialPosition
+	NackRedeliveryDelay  time.Duration
+
+	OutputTopic        string
+	Compression        pulsar.CompressionType
+	KeyBasedBatching   bool
+	MaxPendingMessages int
+
+	UserConfig map[string]any
+
+	// Token is the authentication token: the function's own secret "token"
+	// when given, else the worker's token parameters; "" means no auth.
+	Token                   string
+	TLSTrustCertsFilePath   string
+	TLSAllowInsecure        bool
+	TLSHostnameVerification bool
+
+	DeadLetterTopic string
+	MaxRetries      int
+	RetryBackoff    time.Duration
+}
+
+// FQFN is the fully qualified function name, tenant/namespace/name.
+func (c *instanceConf) FQFN() string { return c.Tenant + "/" + c.Namespace + "/" + c.Name }
+
+// flatConf mirrors the worker's GoInstanceConfig JSON keys that the runtime
+// reads. Unknown keys are ignored.
+type flatConf struct {
+	PulsarServiceURL               string            `json:"pulsarServiceURL"`
+	InstanceID                     int               `json:"instanceID"`
+	FuncID                         string            `json:"funcID"`
+	FuncVersion                    string            `json:"funcVersion"`
+	Port                           int               `json:"port"`
+	MetricsPort                    int               `json:"metricsPort"`
+	ClusterName                    string            `json:"clusterName"`
+	Tenant                         string            `json:"tenant"`
+	NameSpace                      string            `json:"nameSpace"`
+	Name                           string            `json:"name"`
+	LogTopic                       string            `json:"logTopic"`
+	ProcessingGuarantees           int32             `json:"processingGuarantees"`
+	SecretsMap                     string            `json:"secretsMap"`
+	UserConfig                     string            `json:"userConfig"`
+	ClientAuthenticationPlugin     string            `json:"clientAuthenticationPlugin"`
+	ClientAuthenticationParameters string            `json:"clientAuthenticationParameters"`
+	TLSTrustCertsFilePath          string            `json:"tlsTrustCertsFilePath"`
+	TLSHostnameVerificationEnable  bool              `json:"tlsHostnameVerificationEnable"`
+	TLSAllowInsecureConnection     bool              `json:"tlsAllowInsecureConnection"`
+	AutoAck                        bool              `json:"autoAck"`
+	SubscriptionType               int32             `json:"subscriptionType"`
+	SubscriptionName               string            `json:"subscriptionName"`
+	SubscriptionPosition           int32             `json:"subscriptionPosition"`
+	SourceInputSpecs               map[string]string `json:"sourceInputSpecs"`
+	SourceSpecsTopic               string            `json:"sourceSpecsTopic"`
+	ReceiverQueueSize              int32             `json:"receiverQueueSize"`
+	RegexPatternSubscription       bool              `json:"regexPatternSubscription"`
+	SinkSpecsTopic                 string            `json:"sinkSpecsTopic"`
+	FunctionDetails                string            `json:"functionDetails"`
+}
+
+// parseArgs reads the instance config from the command line: -instance-conf
+// takes the JSON text, -instance-conf-path a JSON or YAML file.
+func parseArgs(args []string, stderr io.Writer) (*instanceConf, error) {
+	fs := flag.NewFlagSet("pf", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	text := fs.String("instance-conf", "", "instance config as JSON (passed by the functions worker)")
+	path := fs.String("instance-conf-path", "", "file holding the instance config as JSON or YAML")
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("parsing command line: %w", err)
+	}
+	switch {
+	case *text != "":
+		return parseConf([]byte(*text))
+	case *path != "":
+		raw, err := os.ReadFile(*path)
+		if err != nil {
+			return nil, fmt.Errorf("reading instance config: %w", err)
+		}
+		js, err := yaml.YAMLToJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: parsing %s: %w", ErrBadConfig, *path, err)
+		}
+		return parseConf(js)
+	}
+	return nil, fmt.Errorf("%w: neither -instance-conf nor -instance-conf-path given", ErrBadConfig)
+}
+
+// parseConf decodes the worker's instance config JSON. It prefers the
+// functionDetails key (Pulsar 3.3+) and falls back to the flat keys.
+func parseConf(raw []byte) (*instanceConf, error) {
+	var flat flatConf
+	if err := json.Unmarshal(raw, &flat); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return nil, fmt.Errorf("%w: key %q: want %s, got JSON %s", ErrBadConfig, typeErr.Field, typeErr.Type, typeErr.Value)
+		}
+		return nil, fmt.Errorf("%w: parsing JSON: %w", ErrBadConfig, err)
+	}
+	details, err := detailsOf(&flat)
+	if err != nil {
+		return nil, err
+	}
+	c := &instanceConf{
+		ServiceURL:              flat.PulsarServiceURL,
+		InstanceID:              flat.InstanceID,
+		FuncID:                  flat.FuncID,
+		FuncVersion:             flat.FuncVersion,
+		Port:                    flat.Port,
+		MetricsPort:             flat.MetricsPort,
+		ClusterName:             flat.ClusterName,
+		Tenant:                  details.GetTenant(),
+		Namespace:               details.GetNamespace(),
+		Name:                    details.GetName(),
+		LogTopic:                details.GetLogTopic(),
+		Guarantee:               guarantee(details.GetProcessingGuarantees()),
+		AutoAck:                 details.GetAutoAck(),
+		TLSTrustCertsFilePath:   flat.TLSTrustCertsFilePath,
+		TLSAllowInsecure:        flat.TLSAllowInsecureConnection,
+		TLSHostnameVerification: flat.TLSHostnameVerificationEnable,
+	}
+	if err := c.applyDetails(details); err != nil {
+		return nil, err
+	}
+	if err := c.applyAuth(&flat, details.GetSecretsMap()); err != nil {
+		return nil, err
+	}
+	if err := c.applyUserConfig(details.GetUserConfig()); err != nil {
+		return nil, err
+	}
+	return c, c.validate()
+}
+
+// detailsOf returns the FunctionDetails of the config: the functionDetails key
+// when present, else one rebuilt from the flat keys (workers before 3.3).
+func detailsOf(flat *flatConf) (*instancepb.FunctionDetails, error) {
+	if flat.FunctionDetails != "" {
+		d := &instancepb.FunctionDetails{}
+		opts := protojson.UnmarshalOptions{DiscardUnknown: true}
+		if err := opts.Unmarshal([]byte(flat.FunctionDetails), d); err != nil {
+			return nil, fmt.Errorf("%w: key \"functionDetails\": %w", ErrBadConfig, err)
+		}
+		return d, nil
+	}
+	src := &instancepb.SourceSpec{
+		SubscriptionType:     instancepb.SubscriptionType(flat.SubscriptionType),
+		SubscriptionName:     flat.SubscriptionName,
+		SubscriptionPosition: instancepb.SubscriptionPosition(flat.SubscriptionPosition),
+		InputSpecs:           map[string]*instancepb.ConsumerSpec{},
+	}
+	for topic, specJSON := range flat.SourceInputSpecs {
+		spec := &instancepb.ConsumerSpec{}
+		if specJSON != "" {
+			opts := protojson.UnmarshalOptions{DiscardUnknown: true}
+			if err := opts.Unmarshal([]byte(specJSON), spec); err != nil {
+				return nil, fmt.Errorf("%w: key \"sourceInputSpecs\" topic %s: %w", ErrBadConfig, topic, err)
+			}
+		}
+		if flat.RegexPatternSubscription {
+			spec.IsRegexPattern = true
+		}
+		if flat.ReceiverQueueSize > 0 && spec.ReceiverQueueSize == nil {
+			spec.ReceiverQueueSize = &instancepb.ConsumerSpec_ReceiverQueueSize{Value: flat.ReceiverQueueSize}
+		}
+		src.InputSpecs[topic] = spec
+	}
+	if len(src.InputSpecs) == 0 && flat.SourceSpecsTopic != "" {
+		src.InputSpecs[flat.SourceSpecsTopic] = &instancepb.ConsumerSpec{IsRegexPattern: flat.RegexPatternSubscription}
+	}
+	return &instancepb.FunctionDetails{
+		Tenant:               flat.Tenant,
+		Namespace:            flat.NameSpace,
+		Name:                 flat.Name,
+		LogTopic:             flat.LogTopic,
+		ProcessingGuarantees: instancepb.ProcessingGuarantees(flat.ProcessingGuarantees),
+		UserConfig:           flat.UserConfig,
+		SecretsMap:           flat.SecretsMap,
+		AutoAck:              flat.AutoAck,
+		Source:               src,
+		Sink:                 &instancepb.SinkSpec{Topic: flat.SinkSpecsTopic},
+	}, nil
+}
+
+// applyDetails takes the inputs, subscription and output from details.
+func (c *instanceConf) applyDetails(d *instancepb.FunctionDetails) error {
+	src := d.GetSource()
+	topics := make([]string, 0, len(src.GetInputSpecs()))
+	for topic := range src.GetInputSpecs() {
+		topics = append(topics, topic)
+	}
+	sort.Strings(topics) // maps have no order; logs and tests want one
+	for _, topic := range topics {
+		spec := src.GetInputSpecs()[topic]
+		c.Inputs = append(c.Inputs, inputSpec{
+			Topic:             topic,
+			IsRegex:           spec.GetIsRegexPattern(),
+			ReceiverQueueSize: int(spec.GetReceiverQueueSize().GetValue()),
+		})
+	}
+	if p := src.GetTopicsPattern(); p != "" {
+		c.Inputs = append(c.Inputs, inputSpec{Topic: p, IsRegex: true})
+	}
+	c.SubscriptionName = src.GetSubscriptionName()
+	if c.SubscriptionName == "" {
+		// The worker cleans up this name on delete (InstanceUtils).
+		c.SubscriptionName = c.FQFN()
+	}
+	switch src.GetSubscriptionType() {
+	case instancepb.SubscriptionType_FAILOVER:
+		c.SubscriptionType = pulsar.Failover
+	case instancepb.SubscriptionType_KEY_SHARED:
+		c.SubscriptionType = pulsar.KeyShared
+	default:
+		c.SubscriptionType = pulsar.Shared
+	}
+	if src.GetSubscriptionPosition() == instancepb.SubscriptionPosition_EARLIEST {
+		c.SubscriptionPosition = pulsar.SubscriptionPositionEarliest
+	}
+	c.NackRedeliveryDelay = time.Duration(src.GetNegativeAckRedeliveryDelayMs()) * time.Millisecond
+
+	sink := d.GetSink()
+	c.OutputTopic = sink.GetTopic()
+	ps := sink.GetProducerSpec()
+	switch ps.GetCompressionType() {
+	case instancepb.CompressionType_NONE:
+		c.Compression = pulsar.NoCompression
+	case instancepb.CompressionType_ZLIB:
+		c.Compression = pulsar.ZLib
+	case instancepb.CompressionType_ZSTD:
+		c.Compression = pulsar.ZSTD
+	default:
+		// SNAPPY is not offered by pulsar-client-go's producer options;
+		// like upstream, everything else is LZ4.
+		c.Compression = pulsar.LZ4
+	}
+	c.KeyBasedBatching = ps.GetBatchBuilder() == "KEY_BASED"
+	c.MaxPendingMessages = int(ps.GetMaxPendingMessages())
+	return nil
+}
+
+// Authentication plugin names the worker may pass.
+const tokenAuthPlugin = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+
+// applyAuth picks the token: the function's secret "token" wins over the
+// worker's (superuser) token, so that a tenant's function runs as the tenant.
+func (c *instanceConf) applyAuth(flat *flatConf, secretsJSON string) error {
+	if secretsJSON != "" {
+		var secrets map[string]any
+		if err := json.Unmarshal([]byte(secretsJSON), &secrets); err != nil {
+			return fmt.Errorf("%w: key \"secretsMap\": %w", ErrBadConfig, err)
+		}
+		if v, ok := secrets["token"]; ok {
+			s, isString := v.(string)
+			if !isString || s == "" {
+				return fmt.Errorf("%w: key \"secretsMap\": secret \"token\" must be a non-empty string", ErrBadConfig)
+			}
+			c.Token = strings.TrimPrefix(s, "token:")
+			return nil
+		}
+	}
+	switch flat.ClientAuthenticationPlugin {
+	case "":
+		return nil
+	case tokenAuthPlugin, "token":
+		params := flat.ClientAuthenticationParameters
+		if strings.HasPrefix(params, "file://") {
+			raw, err := os.ReadFile(strings.TrimPrefix(params, "file://"))
+			if err != nil {
+				return fmt.Errorf("%w: key \"clientAuthenticationParameters\": reading token file: %w", ErrBadConfig, err)
+			}
+			c.Token = strings.TrimSpace(string(raw))
+			return nil
+		}
+		c.Token = strings.TrimPrefix(params, "token:")
+		return nil
+	default:
+		return fmt.Errorf("%w: key \"clientAuthenticationPlugin\": %s is not supported (only %s)",
+			ErrBadConfig, flat.ClientAuthenticationPlugin, tokenAuthPlugin)
+	}
+}
+
+// applyUserConfig decodes the user config and takes Foldline's keys from it.
+func (c *instanceConf) applyUserConfig(userJSON string) error {
+	c.UserConfig = map[string]any{}
+	if userJSON != "" {
+		if err := json.Unmarshal([]byte(userJSON), &c.UserConfig); err != nil {
+			return fmt.Errorf("%w: key \"userConfig\": %w", ErrBadConfig, err)
+		}
+	}
+	c.DeadLetterTopic = "persistent://" + c.Tenant + "/" + c.Namespace + "/" + c.Name + "-DLQ"
+	if err := userString(c.UserConfig, "deadLetterTopic", &c.DeadLetterTopic); err != nil {
+		return err
+	}
+	c.MaxRetries = defaultMaxRetries
+	if err := userCount(c.UserConfig, "maxRetries", &c.MaxRetries); err != nil {
+		return err
+	}
+	backoffMs := int(defaultRetryBackoff / time.Millisecond)
+	if err := userCount(c.UserConfig, "retryBackoffMs", &backoffMs); err != nil {
+		return err
+	}
+	c.RetryBackoff = time.Duration(backoffMs) * time.Millisecond
+	var subType string
+	if err := userString(c.UserConfig, "subscriptionType", &subType); err != nil {
+		return err
+	}
+	switch strings.ToLower(subType) {
+	case "":
+	case "key_shared":
+		c.SubscriptionType = pulsar.KeyShared
+	case "failover":
+		c.SubscriptionType = pulsar.Failover
+	case "shared":
+		c.SubscriptionType = pulsar.Shared
+	default:
+		return fmt.Errorf("%w: user config key \"subscriptionType\": %q is not key_shared, failover or shared", ErrBadConfig, subType)
+	}
+	return nil
+}
+
+func userString(m map[string]any, key string, dst *string) error {
+	v, ok := m[key]
+	if !ok {
+		return nil
+	}
+	s, isString := v.(string)
+	if !isString || s == "" {
+		return fmt.Errorf("%w: user config key %q: want a non-empty string, got %v", ErrBadConfig, key, v)
+	}
+	*dst = s
+	return nil
+}
+
+// userCount reads a non-negative whole number. The worker turns JSON numbers
+// into doubles (3 arrives as 3.0); strings of digits are accepted too.
+func userCount(m map[string]any, key string, dst *int) error {
+	v, ok := m[key]
+	if !ok {
+		return nil
+	}
+	var f float64
+	switch x := v.(type) {
+	case float64:
+		f = x
+	case string:
+		parsed, err := strconv.ParseFloat(x, 64)
+		if err != nil {
+			return fmt.Errorf("%w: user config key %q: want a number, got %q", ErrBadConfig, key, x)
+		}
+		f = parsed
+	default:
+		return fmt.Errorf("%w: user config key %q: want a number, got %v", ErrBadConfig, key, v)
+	}
+	if f < 0 || f != float64(int(f)) {
+		return fmt.Errorf("%w: user config key %q: want a whole number ≥ 0, got %v", ErrBadConfig, key, v)
+	}
+	*dst = int(f)
+	return nil
+}
+
+// validate reports the problems that make the config unusable.
+func (c *instanceConf) validate() error {
+	var problems []error
+	if c.ServiceURL == "" {
+		problems = append(problems, fmt.Errorf("key \"pulsarServiceURL\" is empty"))
+	}
+	if c.Tenant == "" || c.Namespace == "" || c.Name == "" {
+		problems = append(problems, fmt.Errorf("keys \"tenant\", \"nameSpace\", \"name\" (or functionDetails) must all be set"))
+	}
+	if len(c.Inputs) == 0 {
+		problems = append(problems, fmt.Errorf("key \"sourceInputSpecs\" (or functionDetails.source.inputSpecs) names no input topic"))
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		problems = append(problems, fmt.Errorf("key \"port\": %d is not a port", c.Port))
+	}
+	if c.MetricsPort < 0 || c.MetricsPort > 65535 {
+		problems = append(problems, fmt.Errorf("key \"metricsPort\": %d is not a port", c.MetricsPort))
+	}
+	if c.Guarantee == guarantee(instancepb.ProcessingGuarantees_EFFECTIVELY_ONCE) {
+		problems = append(problems, fmt.Errorf("key \"processingGuarantees\": EFFECTIVELY_ONCE is not supported"))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrBadConfig, errors.Join(problems...))
+}

@@ -1,0 +1,405 @@
+package pf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+
+	"github.com/foldline/foldline/functions/pf/internal/instancepb"
+)
+
+// shutdownGrace bounds the whole shutdown; the worker kills an instance 10 s
+// after SIGTERM.
+const shutdownGrace = 8 * time.Second
+
+func startMain(handler any) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return run(ctx, handler, os.Args[1:])
+}
+
+func run(ctx context.Context, handler any, args []string) error {
+	h, err := adaptHandler(handler)
+	if err != nil {
+		return err
+	}
+	conf, err := parseArgs(args, os.Stderr)
+	if err != nil {
+		return err
+	}
+	return newInstance(conf, h, os.Stderr).run(ctx)
+}
+
+// instance is one running function instance.
+type instance struct {
+	conf    *instanceConf
+	handler invoker
+	stats   *stats
+	log     *slog.Logger
+	stderr  io.Writer
+
+	out sender
+	// controlAddr and metricsAddr are where serve listens (tests dial them).
+	controlAddr, metricsAddr string
+	// inFlight counts inputs whose outputs are not yet all confirmed.
+	inFlight sync.WaitGroup
+}
+
+func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
+	return &instance{
+		conf:    conf,
+		handler: h,
+		stats:   newStats(),
+		stderr:  stderr,
+		log:     slog.New(slog.NewTextHandler(stderr, nil)).With("function", conf.FQFN(), "instance", conf.InstanceID),
+	}
+}
+
+// process handles one input message: calls the handler (retrying in place
+// with backoff), sends the outputs or the dead letter asynchronously and
+// acknowledges the input once they are confirmed. It returns before the
+// sends complete, so that the next message is taken while they are in
+// flight; sends to one topic keep their order. It returns an error only when
+// ctx ends while a retry waits: the message is then left unacknowledged.
+func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acker) error {
+	inst.stats.received.inc()
+	autoAck := inst.conf.AutoAck && inst.conf.Guarantee != manual
+	if autoAck && inst.conf.Guarantee == atMostOnce {
+		if err := acks.Ack(msg); err != nil {
+			inst.stats.recordException(sourceException, fmt.Errorf("acknowledging %v: %w", msg.ID(), err))
+		}
+		autoAck = false
+	}
+	origin, err := originOf(msg)
+	fc := &FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks}
+	var records []Record
+	attempts := 0
+	if err != nil {
+		err = Permanent(fmt.Errorf("reading origin of input: %w", err))
+		inst.stats.recordException(userException, err)
+	}
+	for err == nil {
+		attempts++
+		records, err = inst.invoke(ctx, fc)
+		if err == nil {
+			break
+		}
+		inst.stats.recordException(userException, err)
+		if IsPermanent(err) || attempts > inst.conf.MaxRetries {
+			break
+		}
+		inst.log.Warn("handler failed; retrying", "topic", msg.Topic(), "id", msg.ID().String(), "attempt", attempts, "error", err)
+		if waitErr := sleep(ctx, inst.backoff(attempts)); waitErr != nil {
+			return waitErr
+		}
+		err = nil
+	}
+	fc.finished = true
+
+	if err != nil {
+		inst.log.Warn("sending to dead-letter topic", "topic", msg.Topic(), "id", msg.ID().String(), "attempts", attempts, "error", err)
+		dl := deadLetter(msg, origin, inst.conf.FQFN(), attempts, err)
+		// A dead letter is acknowledged whatever the guarantee (unless
+		// already acknowledged on receipt): no handler will ever ack it.
+		ackDead := inst.conf.Guarantee != atMostOnce
+		inst.send(msg, acks, ackDead, false, []outbound{{topic: inst.conf.DeadLetterTopic, msg: dl}})
+		return nil
+	}
+	out := make([]outbound, 0, len(records))
+	for _, rec := range records {
+		topic := rec.Topic
+		if topic == "" {
+			topic = inst.conf.OutputTopic
+		}
+		if topic == "" {
+			continue // no output topic: the output is dropped, as upstream
+		}
+		out = append(out, outbound{topic: topic, msg: outputMessage(msg, origin, rec)})
+	}
+	inst.send(msg, acks, autoAck, true, out)
+	return nil
+}
+
+// outbound is one message to send.
+type outbound struct {
+	topic string
+	msg   *pulsar.ProducerMessage
+}
+
+// send sends out asynchronously; when all are confirmed it counts the input
+// as processed (if success) and acknowledges it (if autoAck). A failed send
+// is a sink exception and negatively acknowledges the input for redelivery.
+func (inst *instance) send(in pulsar.Message, acks acker, autoAck, success bool, out []outbound) {
+	inst.inFlight.Add(1)
+	finish := func(err error) {
+		defer inst.inFlight.Done()
+		if err != nil {
+			inst.stats.recordException(sinkException, err)
+			if autoAck {
+				acks.Nack(in)
+			}
+			return
+		}
+		if success {
+			inst.stats.processed.inc()
+		}
+		if autoAck {
+			if ackErr := acks.Ack(in); ackErr != nil {
+				inst.stats.recordException(sourceException, fmt.Errorf("acknowledging %v: %w", in.ID(), ackErr))
+			}
+		}
+	}
+	if len(out) == 0 {
+		finish(nil)
+		return
+	}
+	c := newCompletion(len(out), finish)
+	for _, o := range out {
+		// Not the run's ctx: sends already started finish during shutdown.
+		inst.out.sendAsync(context.Background(), o.topic, o.msg, c.done)
+	}
+}
+
+// invoke calls the handler once and returns the records it published and
+// returned, in that order.
+func (inst *instance) invoke(ctx context.Context, fc *FunctionContext) ([]Record, error) {
+	fc.published = fc.published[:0]
+	start := time.Now()
+	records, err := inst.handler.call(withFunctionContext(ctx, fc), fc.msg.Payload())
+	inst.stats.recordInvocation(start, time.Since(start))
+	if err != nil {
+		return nil, err
+	}
+	if len(fc.published) == 0 {
+		return records, nil
+	}
+	return append(append([]Record(nil), fc.published...), records...), nil
+}
+
+// backoff is the wait before retry number attempt (1-based): the configured
+// backoff doubled per attempt, capped.
+func (inst *instance) backoff(attempt int) time.Duration {
+	d := inst.conf.RetryBackoff
+	for i := 1; i < attempt && d < maxRetryBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxRetryBackoff)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// publish buffers rec for sending once the handler returns successfully, so
+// that a failed and retried invocation publishes nothing.
+func (inst *instance) publish(_ context.Context, fc *FunctionContext, rec Record) error {
+	if fc.finished {
+		return errors.New("publishing after the handler returned")
+	}
+	if rec.Topic == "" && inst.conf.OutputTopic == "" {
+		return errors.New("publishing a record without topic: the function has no output topic")
+	}
+	fc.published = append(fc.published, rec)
+	return nil
+}
+
+// run connects, serves the control and metrics endpoints and processes
+// messages until ctx ends, then shuts down within shutdownGrace.
+func (inst *instance) run(ctx context.Context) error {
+	c := inst.conf
+	stopServers, err := inst.serve()
+	if err != nil {
+		return err
+	}
+	defer stopServers()
+
+	client, err := pulsar.NewClient(inst.clientOptions())
+	if err != nil {
+		return fmt.Errorf("creating pulsar client for %s: %w", c.ServiceURL, err)
+	}
+	defer client.Close()
+
+	prods := newProducers(client, inst.producerOptions)
+	inst.out = prods
+	defer prods.close()
+	if c.LogTopic != "" {
+		if err := inst.forwardLogs(prods); err != nil {
+			return err
+		}
+	}
+	if c.OutputTopic != "" {
+		if _, err := prods.get(c.OutputTopic); err != nil {
+			return err
+		}
+	}
+
+	queue := defaultReceiverQ
+	if len(c.Inputs) > 0 && c.Inputs[0].ReceiverQueueSize > 0 {
+		queue = c.Inputs[0].ReceiverQueueSize
+	}
+	messages := make(chan pulsar.ConsumerMessage, queue)
+	var consumers []pulsar.Consumer
+	defer func() {
+		for _, cons := range consumers {
+			cons.Close()
+		}
+	}()
+	for _, in := range c.Inputs {
+		cons, err := client.Subscribe(inst.consumerOptions(in, messages))
+		if err != nil {
+			return fmt.Errorf("subscribing %s to %s: %w", c.SubscriptionName, in.Topic, err)
+		}
+		consumers = append(consumers, cons)
+	}
+	inst.log.Info("running", "inputs", len(c.Inputs), "subscription", c.SubscriptionName,
+		"type", c.SubscriptionType, "output", c.OutputTopic, "deadLetterTopic", c.DeadLetterTopic)
+
+	window := time.NewTicker(time.Minute)
+	defer window.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-window.C:
+			inst.stats.resetWindow()
+		case cm := <-messages:
+			if err := inst.process(ctx, cm.Message, cm.Consumer); err != nil {
+				break loop
+			}
+		}
+	}
+	inst.log.Info("shutting down")
+	inst.drain(prods)
+	return nil
+}
+
+// drain waits, within shutdownGrace, for the outputs in flight so that their
+// inputs get acknowledged before the consumers close.
+func (inst *instance) drain(prods *producers) {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace/2)
+	defer cancel()
+	prods.flush(ctx)
+	done := make(chan struct{})
+	go func() { inst.inFlight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		inst.log.Warn("shutting down with outputs unconfirmed; their inputs will be redelivered")
+	}
+}
+
+func (inst *instance) clientOptions() pulsar.ClientOptions {
+	c := inst.conf
+	opts := pulsar.ClientOptions{
+		URL:                        c.ServiceURL,
+		TLSTrustCertsFilePath:      c.TLSTrustCertsFilePath,
+		TLSAllowInsecureConnection: c.TLSAllowInsecure,
+		TLSValidateHostname:        c.TLSHostnameVerification,
+		// The client's own logs go to stderr only: forwarding them to the
+		// log topic would feed back through the client.
+		Logger: pulsarlog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(inst.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	}
+	if c.Token != "" {
+		opts.Authentication = pulsar.NewAuthenticationToken(c.Token)
+	}
+	return opts
+}
+
+func (inst *instance) clientProperties() map[string]string {
+	return map[string]string{
+		"application": "pulsar-function",
+		"id":          inst.conf.FQFN(),
+		"instance_id": fmt.Sprint(inst.conf.InstanceID),
+	}
+}
+
+func (inst *instance) consumerOptions(in inputSpec, messages chan pulsar.ConsumerMessage) pulsar.ConsumerOptions {
+	c := inst.conf
+	opts := pulsar.ConsumerOptions{
+		SubscriptionName:            c.SubscriptionName,
+		Type:                        c.SubscriptionType,
+		SubscriptionInitialPosition: c.SubscriptionPosition,
+		MessageChannel:              messages,
+		ReceiverQueueSize:           in.ReceiverQueueSize,
+		NackRedeliveryDelay:         c.NackRedeliveryDelay,
+		Properties:                  inst.clientProperties(),
+	}
+	if in.IsRegex {
+		opts.TopicsPattern = in.Topic
+	} else {
+		opts.Topic = in.Topic
+	}
+	return opts
+}
+
+func (inst *instance) producerOptions(topic string) pulsar.ProducerOptions {
+	c := inst.conf
+	opts := pulsar.ProducerOptions{
+		Topic:                   topic,
+		CompressionType:         c.Compression,
+		BatchingMaxPublishDelay: 10 * time.Millisecond,
+		MaxPendingMessages:      c.MaxPendingMessages,
+		Properties:              inst.clientProperties(),
+	}
+	if c.KeyBasedBatching {
+		opts.BatcherBuilderType = pulsar.KeyBasedBatchBuilder
+	}
+	return opts
+}
+
+// serve starts the gRPC control service on port and the Prometheus endpoint
+// on metricsPort; the returned func stops both.
+func (inst *instance) serve() (stop func(), err error) {
+	c := inst.conf
+	grpcListener, err := net.Listen("tcp", fmt.Sprintf(":%d", c.Port))
+	if err != nil {
+		return nil, fmt.Errorf("listening for control calls on port %d: %w", c.Port, err)
+	}
+	metricsListener, err := net.Listen("tcp", fmt.Sprintf(":%d", c.MetricsPort))
+	if err != nil {
+		grpcListener.Close()
+		return nil, fmt.Errorf("listening for metrics on port %d: %w", c.MetricsPort, err)
+	}
+	grpcServer := grpc.NewServer()
+	instancepb.RegisterInstanceControlServer(grpcServer, &controlService{s: inst.stats, instanceID: c.InstanceID})
+	go func() { _ = grpcServer.Serve(grpcListener) }()
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(&collector{s: inst.stats, labels: promLabels(c)})
+	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
+	mux := http.NewServeMux()
+	mux.Handle("/", metrics)
+	mux.Handle("/metrics", metrics)
+	httpServer := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = httpServer.Serve(metricsListener) }()
+
+	inst.controlAddr = grpcListener.Addr().String()
+	inst.metricsAddr = metricsListener.Addr().String()
+	return func() {
+		grpcServer.Stop()
+		_ = httpServer.Close()
+	}, nil
+}

@@ -1,0 +1,192 @@
+package pf
+
+import (
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// maxLatestExceptions is how many recent exceptions of each kind status shows.
+const maxLatestExceptions = 10
+
+// counter is a running total and its count over the current one-minute window.
+type counter struct{ total, window atomic.Int64 }
+
+func (c *counter) inc() { c.total.Add(1); c.window.Add(1) }
+
+// latency sums process latencies over the total and the window.
+type latency struct {
+	sumNanos, count             atomic.Int64
+	windowSumNanos, windowCount atomic.Int64
+}
+
+func (l *latency) observe(d time.Duration) {
+	l.sumNanos.Add(int64(d))
+	l.count.Add(1)
+	l.windowSumNanos.Add(int64(d))
+	l.windowCount.Add(1)
+}
+
+func avgMs(sumNanos, count int64) float64 {
+	if count == 0 {
+		return 0
+	}
+	return float64(sumNanos) / float64(count) / 1e6
+}
+
+// exceptionInfo is one recent exception.
+type exceptionInfo struct {
+	text string
+	at   time.Time
+}
+
+// exceptionKind names the four kinds of exception the worker reports.
+type exceptionKind int
+
+const (
+	userException exceptionKind = iota
+	systemException
+	sourceException
+	sinkException
+	exceptionKinds
+)
+
+// stats holds the instance's counts, read by the control service and the
+// Prometheus endpoint. It is safe for concurrent use; the hot path is atomics.
+type stats struct {
+	received, processed counter
+	exceptions          [exceptionKinds]counter
+	latency             latency
+	lastInvocationMs    atomic.Int64
+
+	mu          sync.Mutex
+	latest      [exceptionKinds][]exceptionInfo
+	userMetrics map[string]float64
+}
+
+func newStats() *stats { return &stats{userMetrics: map[string]float64{}} }
+
+func (s *stats) recordException(kind exceptionKind, err error) {
+	s.exceptions[kind].inc()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := append(s.latest[kind], exceptionInfo{text: err.Error(), at: time.Now()})
+	if len(l) > maxLatestExceptions {
+		l = l[len(l)-maxLatestExceptions:]
+	}
+	s.latest[kind] = l
+}
+
+func (s *stats) recordInvocation(start time.Time, took time.Duration) {
+	s.latency.observe(took)
+	s.lastInvocationMs.Store(start.UnixMilli())
+}
+
+func (s *stats) recordUserMetric(name string, value float64) {
+	s.mu.Lock()
+	s.userMetrics[name] = value
+	s.mu.Unlock()
+}
+
+func (s *stats) latestExceptions(kind exceptionKind) []exceptionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]exceptionInfo(nil), s.latest[kind]...)
+}
+
+func (s *stats) userMetricsCopy() map[string]float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]float64, len(s.userMetrics))
+	for k, v := range s.userMetrics {
+		m[k] = v
+	}
+	return m
+}
+
+// resetWindow starts a new one-minute window.
+func (s *stats) resetWindow() {
+	s.received.window.Store(0)
+	s.processed.window.Store(0)
+	for i := range s.exceptions {
+		s.exceptions[i].window.Store(0)
+	}
+	s.latency.windowSumNanos.Store(0)
+	s.latency.windowCount.Store(0)
+}
+
+// collector exposes stats to Prometheus under the metric names and labels
+// the Pulsar functions worker uses, reading the atomics at scrape time.
+type collector struct {
+	s      *stats
+	labels prometheus.Labels
+}
+
+func metricDesc(name, help string, labels prometheus.Labels, variable ...string) *prometheus.Desc {
+	return prometheus.NewDesc("pulsar_function_"+name, help, variable, labels)
+}
+
+// Describe sends nothing: the user metrics are not known in advance, which
+// makes this an unchecked collector.
+func (c *collector) Describe(chan<- *prometheus.Desc) {}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(name, help string, v int64) {
+		ch <- prometheus.MustNewConstMetric(metricDesc(name, help, c.labels), prometheus.GaugeValue, float64(v))
+	}
+	both := func(name, help string, ctr *counter) {
+		gauge(name, help, ctr.total.Load())
+		gauge(name+"_1min", help+" in the last minute", ctr.window.Load())
+	}
+	both("received_total", "Messages received.", &c.s.received)
+	both("processed_successfully_total", "Messages processed successfully.", &c.s.processed)
+	both("user_exceptions_total", "Handler errors.", &c.s.exceptions[userException])
+	var sys, sys1 int64
+	for _, k := range []exceptionKind{systemException, sourceException, sinkException} {
+		sys += c.s.exceptions[k].total.Load()
+		sys1 += c.s.exceptions[k].window.Load()
+	}
+	gauge("system_exceptions_total", "Runtime errors.", sys)
+	gauge("system_exceptions_total_1min", "Runtime errors in the last minute.", sys1)
+	gauge("last_invocation", "Start of the last handler call, ms since the epoch.", c.s.lastInvocationMs.Load())
+
+	l := &c.s.latency
+	ch <- prometheus.MustNewConstSummary(metricDesc("process_latency_ms", "Handler latency.", c.labels),
+		uint64(l.count.Load()), float64(l.sumNanos.Load())/1e6, nil)
+	ch <- prometheus.MustNewConstSummary(metricDesc("process_latency_ms_1min", "Handler latency in the last minute.", c.labels),
+		uint64(l.windowCount.Load()), float64(l.windowSumNanos.Load())/1e6, nil)
+
+	for kind, name := range map[exceptionKind]string{userException: "user_exception", systemException: "system_exception"} {
+		desc := metricDesc(name, "Recent exceptions, valued by when they happened (ms since the epoch).", c.labels, "error")
+		for _, e := range c.s.latestExceptions(kind) {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(e.at.UnixMilli()), e.text)
+		}
+	}
+	userMetrics := c.s.userMetricsCopy()
+	names := make([]string, 0, len(userMetrics))
+	for n := range userMetrics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	desc := metricDesc("user_metric", "Last value recorded by the handler with RecordMetric.", c.labels, "metric")
+	for _, n := range names {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, userMetrics[n], n)
+	}
+}
+
+// promLabels are the labels the worker's metrics carry for an instance. The
+// instance_id is the instance number, as the Java runtime has it.
+func promLabels(c *instanceConf) prometheus.Labels {
+	return prometheus.Labels{
+		"tenant":      c.Tenant,
+		"namespace":   c.Tenant + "/" + c.Namespace,
+		"name":        c.Name,
+		"instance_id": strconv.Itoa(c.InstanceID),
+		"cluster":     c.ClusterName,
+		"fqfn":        c.FQFN(),
+	}
+}
