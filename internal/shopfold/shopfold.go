@@ -1,0 +1,238 @@
+// Package shopfold folds raw shop events (JSON lines, in ledger order)
+// straight into the rows that the shop views must hold. It is the
+// independent side of every check of the shop pipeline: it shares no code
+// with the transformations, the event parser or the merge rules, and does
+// its own validation from the rules in the shop package's documentation, so
+// that a bug in either side shows up as a difference.
+//
+// Rows use CQL-friendly Go types: int64 for bigint, time.Time for timestamp,
+// string for text. A zero value stands for a column that no event touched,
+// which a view holds as null (a user who never viewed a page has no
+// page_views and no last_url).
+package shopfold
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// UserActivityRow is a row of view user_activity.
+type UserActivityRow struct {
+	PageViews  int64
+	CartUnits  int64
+	Purchases  int64
+	SpentCents int64
+	LastSeen   time.Time
+	LastURL    string
+}
+
+// ProductSalesRow is a row of view product_sales.
+type ProductSalesRow struct {
+	Units        int64
+	RevenueCents int64
+	Orders       int64
+}
+
+// Result is the state of the views after the lines folded so far.
+type Result struct {
+	// UserActivity is view user_activity by user.
+	UserActivity map[string]UserActivityRow
+	// ProductSales is view product_sales by sku.
+	ProductSales map[string]ProductSalesRow
+	// Accepted counts the valid events.
+	Accepted int
+	// Rejected lists the 0-based numbers of the lines rejected, in order.
+	Rejected []int
+}
+
+// ErrRejected is matched by the error Add returns for an invalid event.
+var ErrRejected = errors.New("event rejected")
+
+// Bounds of quantities and amounts, as the shop's event rules state them.
+const (
+	maxQty         = 1_000_000
+	maxPriceCents  = 10_000_000_000
+	maxAmountCents = 10_000_000_000_000
+)
+
+// Folder folds events one line at a time. The zero value is not ready; use
+// NewFolder.
+type Folder struct {
+	res  Result
+	line int
+}
+
+// NewFolder returns a folder with empty views.
+func NewFolder() *Folder {
+	return &Folder{res: Result{
+		UserActivity: map[string]UserActivityRow{},
+		ProductSales: map[string]ProductSalesRow{},
+	}}
+}
+
+// Fold folds all lines from empty views.
+func Fold(lines [][]byte) Result {
+	f := NewFolder()
+	for _, l := range lines {
+		_ = f.Add(l) // a rejected line is recorded in Result.Rejected
+	}
+	return f.Result()
+}
+
+// Result returns the views so far. The maps are the folder's own: do not
+// change them, and do not Add while reading them.
+func (f *Folder) Result() Result { return f.res }
+
+// Add folds one line. An invalid event leaves the views as they were, is
+// listed in Result.Rejected, and returns an error matching ErrRejected.
+func (f *Folder) Add(line []byte) error {
+	n := f.line
+	f.line++
+	if err := f.add(line); err != nil {
+		f.res.Rejected = append(f.res.Rejected, n)
+		return fmt.Errorf("line %d: %w: %w", n+1, ErrRejected, err)
+	}
+	f.res.Accepted++
+	return nil
+}
+
+func (f *Folder) add(line []byte) error {
+	rd := bytes.NewReader(line)
+	dec := json.NewDecoder(rd)
+	dec.UseNumber()
+	var raw any
+	if err := dec.Decode(&raw); err != nil {
+		return fmt.Errorf("decoding: %w", err)
+	}
+	rest, _ := io.ReadAll(io.MultiReader(dec.Buffered(), rd)) // reading memory cannot fail
+	if len(bytes.Trim(rest, " \t\r\n")) > 0 {                 // JSON's whitespace, no other
+		return errors.New("trailing data after the event")
+	}
+	ev, ok := raw.(map[string]any)
+	if !ok {
+		return errors.New("not an object")
+	}
+	v := &fieldReader{ev: ev}
+	v.str("id")
+	typ, user, at := v.str("type"), v.str("user"), v.timestamp("time")
+	var apply func()
+	switch typ {
+	case "page_view":
+		url := v.str("url")
+		apply = func() {
+			r := f.res.UserActivity[user]
+			r.PageViews++
+			r.LastURL = url
+			f.res.UserActivity[user] = seen(r, at)
+		}
+	case "add_to_cart":
+		v.str("sku")
+		qty := v.count("qty", maxQty)
+		apply = func() {
+			r := f.res.UserActivity[user]
+			r.CartUnits += qty
+			f.res.UserActivity[user] = seen(r, at)
+		}
+	case "purchase":
+		v.str("order")
+		sku, qty, price := v.str("sku"), v.count("qty", maxQty), v.count("price_cents", maxPriceCents)
+		apply = func() {
+			r := f.res.UserActivity[user]
+			r.Purchases++
+			r.SpentCents += qty * price
+			f.res.UserActivity[user] = seen(r, at)
+			p := f.res.ProductSales[sku]
+			p.Units += qty
+			p.RevenueCents += qty * price
+			p.Orders++
+			f.res.ProductSales[sku] = p
+		}
+	case "refund":
+		v.str("order")
+		amount := v.count("amount_cents", maxAmountCents)
+		apply = func() {
+			r := f.res.UserActivity[user]
+			r.SpentCents -= amount
+			f.res.UserActivity[user] = seen(r, at)
+		}
+	default:
+		if v.err == nil {
+			return fmt.Errorf("unknown type %q", typ)
+		}
+	}
+	if v.err != nil {
+		return v.err
+	}
+	apply()
+	return nil
+}
+
+func seen(r UserActivityRow, at time.Time) UserActivityRow {
+	if at.After(r.LastSeen) {
+		r.LastSeen = at
+	}
+	return r
+}
+
+// fieldReader reads an event's members, keeping the first problem met.
+type fieldReader struct {
+	ev  map[string]any
+	err error
+}
+
+func (r *fieldReader) fail(name, problem string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%s %s", name, problem)
+	}
+}
+
+// str reads a required non-empty string.
+func (r *fieldReader) str(name string) string {
+	switch s := r.ev[name].(type) {
+	case nil:
+		r.fail(name, "is missing")
+	case string:
+		if s == "" {
+			r.fail(name, "is empty")
+		}
+		return s
+	default:
+		r.fail(name, "is not a string")
+	}
+	return ""
+}
+
+func (r *fieldReader) timestamp(name string) time.Time {
+	s := r.str(name)
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		r.fail(name, "is not an RFC 3339 time")
+	}
+	return t.UTC()
+}
+
+// count reads a required whole number in [0, limit].
+func (r *fieldReader) count(name string, limit int64) int64 {
+	switch n := r.ev[name].(type) {
+	case nil:
+		r.fail(name, "is missing")
+	case json.Number:
+		v, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil || v < 0 || v > limit {
+			r.fail(name, "is not a whole number between 0 and "+strconv.FormatInt(limit, 10))
+			return 0
+		}
+		return v
+	default:
+		r.fail(name, "is not a number")
+	}
+	return 0
+}

@@ -1,0 +1,105 @@
+package shopfold_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/foldline/foldline/internal/shopfold"
+)
+
+func lines(s string) [][]byte {
+	var out [][]byte
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		out = append(out, []byte(strings.TrimSpace(l)))
+	}
+	return out
+}
+
+func at(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UTC()
+}
+
+func TestFold(t *testing.T) {
+	tests := []struct {
+		name     string
+		events   string
+		users    map[string]shopfold.UserActivityRow
+		products map[string]shopfold.ProductSalesRow
+		rejected []int
+	}{
+		{
+			name: "the issue's four events",
+			events: `
+				{"id":"e-1","type":"page_view","user":"u42","time":"2026-11-01T10:00:00Z","url":"/p/sku-7"}
+				{"id":"e-2","type":"add_to_cart","user":"u42","time":"2026-11-01T10:01:00Z","sku":"sku-7","qty":2}
+				{"id":"e-3","type":"purchase","user":"u42","time":"2026-11-01T10:02:00Z","order":"o-1","sku":"sku-7","qty":2,"price_cents":1999}
+				{"id":"e-4","type":"refund","user":"u42","time":"2026-11-01T10:03:00Z","order":"o-1","amount_cents":1999}`,
+			users: map[string]shopfold.UserActivityRow{
+				"u42": {PageViews: 1, CartUnits: 2, Purchases: 1, SpentCents: 1999, LastSeen: at("2026-11-01T10:03:00Z"), LastURL: "/p/sku-7"},
+			},
+			products: map[string]shopfold.ProductSalesRow{"sku-7": {Units: 2, RevenueCents: 3998, Orders: 1}},
+		},
+		{
+			name: "last seen is the latest time, last url the last in ledger order",
+			events: `
+				{"id":"e-1","type":"page_view","user":"u1","time":"2026-11-01T10:00:05.5+01:00","url":"/a"}
+				{"id":"e-2","type":"page_view","user":"u1","time":"2026-11-01T09:00:01Z","url":"/b"}`,
+			users: map[string]shopfold.UserActivityRow{
+				"u1": {PageViews: 2, LastSeen: at("2026-11-01T09:00:05.5Z"), LastURL: "/b"},
+			},
+			products: map[string]shopfold.ProductSalesRow{},
+		},
+		{
+			name: "invalid events change nothing",
+			events: `
+				{"id":"e-1","type":"purchase","user":"u1","time":"2026-11-01T10:00:00Z","order":"o","sku":"s","qty":-1,"price_cents":5}
+				{"id":"e-2","type":"purchase","user":"u1","time":"2026-11-01T10:00:00Z","order":"o","sku":"s","qty":"1","price_cents":5}
+				{"id":"e-3","type":"purchase","user":"u1","time":"2026-11-01T10:00:00Z","sku":"s","qty":1,"price_cents":5}
+				{"id":"e-4","type":"teleport","user":"u1","time":"2026-11-01T10:00:00Z"}
+				{"id":"e-5","type":"page_view","user":"u1","time":"yesterday","url":"/"}
+				{"id":"e-6","type":"page_view","user":"u1","time":"2026-11-01T10:00:00Z","url":"/"} x
+				{"id":"e-7","type":"page_view","user":"u1","time":"2026-11-01T10:00:00Z","url":"/"
+				{"id":"e-8","type":"add_to_cart","user":"u2","time":"2026-11-01T10:00:00Z","sku":"s","qty":1.5}
+				{"type":"add_to_cart","user":"u2","time":"2026-11-01T10:00:00Z","sku":"s","qty":1}
+				null
+				{"id":"e-9","type":"add_to_cart","user":"u2","time":"2026-11-01T10:00:00Z","sku":"s","qty":0}`,
+			users: map[string]shopfold.UserActivityRow{
+				"u2": {LastSeen: at("2026-11-01T10:00:00Z")},
+			},
+			products: map[string]shopfold.ProductSalesRow{},
+			rejected: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := shopfold.Fold(lines(tc.events))
+			if !reflect.DeepEqual(got.UserActivity, tc.users) {
+				t.Errorf("user_activity = %+v\nwant %+v", got.UserActivity, tc.users)
+			}
+			if !reflect.DeepEqual(got.ProductSales, tc.products) {
+				t.Errorf("product_sales = %+v\nwant %+v", got.ProductSales, tc.products)
+			}
+			if !reflect.DeepEqual(got.Rejected, tc.rejected) {
+				t.Errorf("rejected lines %v, want %v", got.Rejected, tc.rejected)
+			}
+			if got.Accepted+len(got.Rejected) != len(lines(tc.events)) {
+				t.Errorf("accepted %d + rejected %d != %d lines", got.Accepted, len(got.Rejected), len(lines(tc.events)))
+			}
+		})
+	}
+}
+
+func TestAddSaysWhy(t *testing.T) {
+	f := shopfold.NewFolder()
+	err := f.Add([]byte(`{"id":"e-1","type":"refund","user":"u1","time":"2026-11-01T10:00:00Z","order":"o"}`))
+	if !errors.Is(err, shopfold.ErrRejected) || !strings.Contains(err.Error(), "amount_cents is missing") {
+		t.Errorf("got %v", err)
+	}
+}
