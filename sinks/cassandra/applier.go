@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"strings"
 	"sync"
@@ -36,9 +37,10 @@ type Result struct {
 // Applier applies batches of view operations to one view's table with an
 // exactly-once effect; see the package documentation for how.
 //
-// Apply may be called from many goroutines, but calls run one at a time:
-// rows are read, folded and written without interference only if no two
-// batches touch a row at once, and batches must apply in delivery order.
+// Rows are spread over Settings.Concurrency workers by a hash of their key,
+// and each worker reads, folds and writes its rows one at a time, in the
+// order batches were started: two writes of one row never race, and a row
+// sees its operations in delivery order, while batches overlap freely.
 type Applier struct {
 	view     *compiledView
 	session  *gocql.Session
@@ -47,11 +49,43 @@ type Applier struct {
 
 	selectCQL, appendCQL, replaceCQL string
 
-	mu sync.Mutex
+	// startMu keeps the rows of one batch queued before the next batch's.
+	startMu sync.Mutex
+	workers []chan rowJob
+}
+
+// rowJob is one row of a started batch, waiting for its worker.
+type rowJob struct {
+	ctx   context.Context
+	group *rowGroup
+	batch *Pending
+}
+
+// Pending is a started batch; Wait gives its Result.
+type Pending struct {
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	res Result
+}
+
+// Wait blocks until every operation of the batch is confirmed, rejected, or
+// given up because the batch's context ended.
+func (p *Pending) Wait() Result {
+	p.wg.Wait()
+	return p.res
+}
+
+func (p *Pending) add(r Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.res.Applied += r.Applied
+	p.res.Redelivered += r.Redelivered
+	p.res.Rows += r.Rows
 }
 
 // NewApplier prepares an Applier for the view's table, which EnsureSchema
-// must have created. settings get their defaults here.
+// must have created, and starts its workers; Close stops them. settings get
+// their defaults here.
 func NewApplier(session *gocql.Session, schema ViewSchema, settings Settings) (*Applier, error) {
 	settings = settings.Defaults()
 	if err := settings.Validate(); err != nil {
@@ -63,7 +97,30 @@ func NewApplier(session *gocql.Session, schema ViewSchema, settings Settings) (*
 	}
 	a := &Applier{view: view, session: session, settings: settings, cache: newRowCache(settings.cacheRows())}
 	a.selectCQL, a.appendCQL, a.replaceCQL = statements(schema)
+	for range settings.Concurrency {
+		jobs := make(chan rowJob, settings.BatchSize)
+		a.workers = append(a.workers, jobs)
+		go a.work(jobs)
+	}
 	return a, nil
+}
+
+// Close stops the workers once they have finished the started batches. No
+// batch may be started after Close.
+func (a *Applier) Close() {
+	a.startMu.Lock()
+	defer a.startMu.Unlock()
+	for _, w := range a.workers {
+		close(w)
+	}
+	a.workers = nil
+}
+
+func (a *Applier) work(jobs <-chan rowJob) {
+	for job := range jobs {
+		job.batch.add(a.applyRow(job.ctx, job.group, job.batch.res.Errs))
+		job.batch.wg.Done()
+	}
 }
 
 // statements builds the row read and the two row writes: one appends to the
@@ -88,44 +145,38 @@ func statements(s ViewSchema) (selectCQL, appendCQL, replaceCQL string) {
 	return selectCQL, update(ColumnLatestAt + " = " + ColumnLatestAt + " + ?"), update(ColumnLatestAt + " = ?")
 }
 
-// Apply folds ops into their rows and writes every changed row once. It
-// returns when Cassandra confirmed every write or ctx ends; while Cassandra
-// fails it retries with backoff and never gives up on its own.
+// Apply applies a batch and waits for it: Start then Wait.
 func (a *Applier) Apply(ctx context.Context, ops []Op) Result {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	res := Result{Errs: make([]error, len(ops))}
+	return a.Start(ctx, ops).Wait()
+}
+
+// Start folds ops into their rows and queues one write per changed row; the
+// returned Pending reports when Cassandra confirmed them. Batches must be
+// started in delivery order (Start may be called from many goroutines, but
+// two calls racing have no defined order). While Cassandra fails, workers
+// retry with backoff until ctx ends, and never give up on their own. Start
+// blocks while the workers' queues are full, which bounds memory.
+func (a *Applier) Start(ctx context.Context, ops []Op) *Pending {
+	p := &Pending{res: Result{Errs: make([]error, len(ops))}}
 	bound := make([]boundOp, 0, len(ops))
 	for i, op := range ops {
 		b, err := a.view.bind(i, op)
 		if err != nil {
-			res.Errs[i] = fmt.Errorf("%w: %w", ErrRejected, err)
+			p.res.Errs[i] = fmt.Errorf("%w: %w", ErrRejected, err)
 			continue
 		}
 		bound = append(bound, b)
 	}
 	groups := coalesce(bound)
-	work := make(chan *rowGroup)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for range min(a.settings.Concurrency, len(groups)) {
-		wg.Go(func() {
-			for g := range work {
-				r := a.applyRow(ctx, g, res.Errs)
-				mu.Lock()
-				res.Applied += r.Applied
-				res.Redelivered += r.Redelivered
-				res.Rows += r.Rows
-				mu.Unlock()
-			}
-		})
-	}
+	p.wg.Add(len(groups))
+	a.startMu.Lock()
+	defer a.startMu.Unlock()
 	for _, g := range groups {
-		work <- g
+		h := fnv.New32a()
+		h.Write([]byte(g.rowKey))
+		a.workers[h.Sum32()%uint32(len(a.workers))] <- rowJob{ctx: ctx, group: g, batch: p}
 	}
-	close(work)
-	wg.Wait()
-	return res
+	return p
 }
 
 // applyRow reads (or recalls) a row, folds its operations, and writes it.

@@ -48,6 +48,7 @@ func newTestApplier(t testing.TB, session *gocql.Session, s ViewSchema, settings
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(a.Close)
 	return a
 }
 

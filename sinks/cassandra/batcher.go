@@ -7,27 +7,33 @@ import (
 	"time"
 )
 
-// ApplyFunc applies one batch; Applier.Apply is one.
-type ApplyFunc func(ctx context.Context, ops []Op) Result
+// BatchStarter starts applying a batch; Applier is one.
+type BatchStarter interface {
+	Start(ctx context.Context, ops []Op) *Pending
+}
 
 // Batcher turns operations submitted one at a time, by concurrent callers,
-// into batches for an ApplyFunc, and tells each caller when Cassandra has
+// into batches for a BatchStarter, and tells each caller when Cassandra has
 // confirmed its operation. It exists because the runtime hands the sink one
 // message per handler call and acknowledges the message when the call
 // returns: a caller blocks in Submit until its batch is applied.
 //
-// A batch is flushed when it holds BatchSize operations, when every caller
-// currently waiting in Submit is in it (no one else can add to it, so
-// waiting longer only adds latency; this also makes a runtime that calls the
-// handler one message at a time flush at once), or when Linger has passed
-// since its first operation. While one batch is applied the next one fills,
-// and at most two batches are held in memory.
+// Up to Pipeline batches are in flight at once. A new batch starts filling
+// when one of them is done, and is started when it holds BatchSize
+// operations, when every caller waiting in Submit outside the batches in
+// flight is in it (no one else can add to it, so waiting longer only adds
+// latency; this also makes a runtime that calls the handler one message at a
+// time flush at once), or when Linger has passed since its first operation.
+// Memory holds at most Pipeline+1 batches.
 type Batcher struct {
-	apply   ApplyFunc
-	size    int
-	linger  time.Duration
-	queue   chan pending
-	waiting atomic.Int64
+	starter  BatchStarter
+	size     int
+	linger   time.Duration
+	pipeline int
+	queue    chan pending
+	// waiting counts operations submitted and not yet answered; inFlight
+	// those of them in started batches.
+	waiting, inFlight atomic.Int64
 }
 
 type pending struct {
@@ -36,8 +42,8 @@ type pending struct {
 }
 
 // NewBatcher returns a Batcher; Run must be running for Submit to return.
-func NewBatcher(apply ApplyFunc, size int, linger time.Duration) *Batcher {
-	return &Batcher{apply: apply, size: size, linger: linger, queue: make(chan pending, size)}
+func NewBatcher(starter BatchStarter, size int, linger time.Duration, pipeline int) *Batcher {
+	return &Batcher{starter: starter, size: size, linger: linger, pipeline: max(pipeline, 1), queue: make(chan pending, size)}
 }
 
 // Submit queues op and waits until its batch is applied. It returns nil when
@@ -45,8 +51,6 @@ func NewBatcher(apply ApplyFunc, size int, linger time.Duration) *Batcher {
 // it can never apply, or an error when ctx ends first (the operation may
 // still be applied later; redelivery then finds it applied).
 func (b *Batcher) Submit(ctx context.Context, op Op) error {
-	// waiting counts operations submitted and not yet answered; Run
-	// decrements it as it answers, so the count is exact when fill reads it.
 	b.waiting.Add(1)
 	p := pending{op: op, done: make(chan error, 1)}
 	select {
@@ -63,29 +67,41 @@ func (b *Batcher) Submit(ctx context.Context, op Op) error {
 	}
 }
 
-// Run gathers and applies batches until ctx ends. Operations still queued
-// then are answered with ctx's error.
+// Run gathers and starts batches until ctx ends, answering callers as their
+// batches finish. Operations still queued when ctx ends get no answer; their
+// callers' own contexts end with the sink.
 func (b *Batcher) Run(ctx context.Context) {
-	batch := make([]pending, 0, b.size)
-	ops := make([]Op, 0, b.size)
+	slots := make(chan struct{}, b.pipeline)
 	for {
-		batch = batch[:0]
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		var batch []pending
 		select {
 		case p := <-b.queue:
-			batch = append(batch, p)
+			batch = append(make([]pending, 0, b.size), p)
 		case <-ctx.Done():
 			return
 		}
 		batch = b.fill(ctx, batch)
-		ops = ops[:0]
-		for _, p := range batch {
-			ops = append(ops, p.op)
-		}
-		res := b.apply(ctx, ops)
+		ops := make([]Op, len(batch))
 		for i, p := range batch {
-			p.done <- res.Errs[i]
+			ops[i] = p.op
 		}
-		b.waiting.Add(-int64(len(batch)))
+		n := int64(len(batch))
+		b.inFlight.Add(n)
+		started := b.starter.Start(ctx, ops)
+		go func() {
+			res := started.Wait()
+			for i, p := range batch {
+				p.done <- res.Errs[i]
+			}
+			b.inFlight.Add(-n)
+			b.waiting.Add(-n)
+			<-slots
+		}()
 	}
 }
 
@@ -101,7 +117,7 @@ func (b *Batcher) fill(ctx context.Context, batch []pending) []pending {
 			continue
 		default:
 		}
-		if int64(len(batch)) >= b.waiting.Load() {
+		if int64(len(batch)) >= b.waiting.Load()-b.inFlight.Load() {
 			return batch
 		}
 		select {

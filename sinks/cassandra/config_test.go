@@ -185,7 +185,7 @@ type recordingApply struct {
 	reject  map[int64]bool // entries to reject
 }
 
-func (r *recordingApply) apply(_ context.Context, ops []Op) Result {
+func (r *recordingApply) Start(_ context.Context, ops []Op) *Pending {
 	r.mu.Lock()
 	r.batches = append(r.batches, len(ops))
 	r.mu.Unlock()
@@ -195,13 +195,18 @@ func (r *recordingApply) apply(_ context.Context, ops []Op) Result {
 			res.Errs[i] = fmt.Errorf("%w: entry %d", ErrRejected, op.Origin.Position.Entry)
 		}
 	}
-	return res
+	return &Pending{res: res}
 }
 
-func runBatcher(t *testing.T, apply ApplyFunc, size int, linger time.Duration) *Batcher {
+// startFunc adapts a function to BatchStarter.
+type startFunc func(ctx context.Context, ops []Op) *Pending
+
+func (f startFunc) Start(ctx context.Context, ops []Op) *Pending { return f(ctx, ops) }
+
+func runBatcher(t *testing.T, starter BatchStarter, size int, linger time.Duration) *Batcher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	b := NewBatcher(apply, size, linger)
+	b := NewBatcher(starter, size, linger, 2)
 	done := make(chan struct{})
 	go func() { b.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -210,7 +215,7 @@ func runBatcher(t *testing.T, apply ApplyFunc, size int, linger time.Duration) *
 
 func TestBatcherAnswersEveryCallerWithItsOwnResult(t *testing.T) {
 	rec := &recordingApply{reject: map[int64]bool{7: true, 42: true}}
-	b := runBatcher(t, rec.apply, 16, time.Millisecond)
+	b := runBatcher(t, rec, 16, time.Millisecond)
 	const callers = 100
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
@@ -241,7 +246,7 @@ func TestBatcherFlushesALoneCallerWithoutLingering(t *testing.T) {
 	rec := &recordingApply{}
 	// With an hour of linger, only the "every waiting caller is in the
 	// batch" rule lets these calls return before the test's deadline.
-	b := runBatcher(t, rec.apply, 1000, time.Hour)
+	b := runBatcher(t, rec, 1000, time.Hour)
 	for i := range 3 {
 		if err := b.Submit(t.Context(), upsert("u", "p0", int64(i)).col("views", envelope.MergeAdd, 1).op()); err != nil {
 			t.Fatal(err)
@@ -254,13 +259,13 @@ func TestBatcherFlushesALoneCallerWithoutLingering(t *testing.T) {
 
 func TestBatcherSubmitEndsWithItsContext(t *testing.T) {
 	block := make(chan struct{})
-	b := runBatcher(t, func(ctx context.Context, ops []Op) Result {
+	b := runBatcher(t, startFunc(func(ctx context.Context, ops []Op) *Pending {
 		select {
 		case <-block:
 		case <-ctx.Done():
 		}
-		return Result{Errs: make([]error, len(ops))}
-	}, 10, time.Millisecond)
+		return &Pending{res: Result{Errs: make([]error, len(ops))}}
+	}), 10, time.Millisecond)
 	defer close(block)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()

@@ -33,6 +33,9 @@ type Settings struct {
 	// Concurrency is the number of rows read and written at the same time.
 	// Default 32.
 	Concurrency int
+	// Pipeline is the number of batches in flight at once; it bounds memory
+	// to about (Pipeline+1)×BatchSize operations. Default 4.
+	Pipeline int
 	// RetryBackoffMin and RetryBackoffMax bound the wait between attempts
 	// while Cassandra fails; the wait doubles from min up to max and the sink
 	// never gives up. Defaults 100ms and 10s.
@@ -70,6 +73,9 @@ func (s Settings) Defaults() Settings {
 	}
 	if s.Concurrency == 0 {
 		s.Concurrency = 32
+	}
+	if s.Pipeline == 0 {
+		s.Pipeline = 4
 	}
 	if s.RetryBackoffMin == 0 {
 		s.RetryBackoffMin = 100 * time.Millisecond
@@ -112,6 +118,9 @@ func (s Settings) Validate() error {
 	}
 	if s.Concurrency < 1 {
 		problem("concurrency %d: must be at least 1", s.Concurrency)
+	}
+	if s.Pipeline < 1 {
+		problem("pipeline %d: must be at least 1", s.Pipeline)
 	}
 	if s.RetryBackoffMin <= 0 {
 		problem("retry_backoff_min %s: must be positive", s.RetryBackoffMin)
@@ -165,6 +174,7 @@ type userConfig struct {
 	BatchSize       *int        `json:"batch_size"`
 	Linger          string      `json:"linger"`
 	Concurrency     *int        `json:"concurrency"`
+	Pipeline        *int        `json:"pipeline"`
 	RetryBackoffMin string      `json:"retry_backoff_min"`
 	RetryBackoffMax string      `json:"retry_backoff_max"`
 	Timeout         string      `json:"timeout"`
@@ -235,6 +245,7 @@ func ParseConfig(userConf map[string]any) (Config, error) {
 	}
 	s.BatchSize = explicit(u.BatchSize, -1)
 	s.Concurrency = explicit(u.Concurrency, -1)
+	s.Pipeline = explicit(u.Pipeline, -1)
 	s.MaxValueBytes = explicit(u.MaxValueBytes, -1)
 	s.RowCache = explicit(u.RowCache, -1) // 0 in user config switches the cache off
 	s = s.Defaults()

@@ -80,7 +80,7 @@ func (s *Sink) setUp(userConf map[string]any) {
 	for {
 		applier, err := connect(ctx, cfg)
 		if err == nil {
-			s.batcher = cassandra.NewBatcher(applier.Apply, cfg.Settings.BatchSize, cfg.Settings.Linger)
+			s.batcher = cassandra.NewBatcher(applier, cfg.Settings.BatchSize, cfg.Settings.Linger, cfg.Settings.Pipeline)
 			go s.batcher.Run(ctx)
 			close(s.ready)
 			slog.Info("the sink is applying view operations", "view", cfg.View.View, "table", cfg.View.Keyspace+"."+cfg.View.Table)

@@ -1,0 +1,211 @@
+package cassandra
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/admin/gen"
+	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/shop/useractivity"
+	"github.com/foldline/foldline/functions/transform"
+)
+
+// Benchmarks of the sink against real Cassandra, skipping without it. One
+// iteration applies a whole stream into a fresh table; run with
+//
+//	go test -run '^$' -bench . -benchtime 1x ./sinks/cassandra/
+//
+// and compare the events/s of the sink with those of the plain writer,
+// which issues one single-row UPDATE per operation with the same
+// concurrency and no bookkeeping: the practical limit of the write path.
+
+const (
+	benchEvents      = 60000
+	benchConcurrency = 32
+	benchBatch       = 1000
+)
+
+// userActivitySchema is the shop's user_activity view (issue 5).
+func userActivitySchema(keyspace, table string) ViewSchema {
+	return ViewSchema{
+		Keyspace: keyspace, Table: table, View: useractivity.View,
+		Key: []KeyColumn{{Name: "user", Type: "text"}},
+		Columns: []ValueColumn{
+			{Name: "page_views", Type: "bigint", Merge: envelope.MergeAdd},
+			{Name: "cart_units", Type: "bigint", Merge: envelope.MergeAdd},
+			{Name: "purchases", Type: "bigint", Merge: envelope.MergeAdd},
+			{Name: "spent_cents", Type: "bigint", Merge: envelope.MergeAdd},
+			{Name: "last_seen", Type: "timestamp", Merge: envelope.MergeMax},
+			{Name: "last_url", Type: "text", Merge: envelope.MergeSet},
+		},
+	}
+}
+
+// shopStream turns a generated shop ledger into user_activity operations
+// with the real transformation, one ledger partition.
+func shopStream(b *testing.B, users int) []Op {
+	b.Helper()
+	var buf bytes.Buffer
+	if _, err := gen.Generate(&buf, gen.Options{Events: benchEvents, Users: users, SKUs: 100, Seed: 7}); err != nil {
+		b.Fatal(err)
+	}
+	var ops []Op
+	sc := bufio.NewScanner(&buf)
+	for entry := int64(0); sc.Scan(); entry++ {
+		origin := envelope.Origin{Topic: "persistent://shop/ledger/events-partition-0", Position: envelope.Position{Ledger: 1, Entry: entry}}
+		recs, err := useractivity.Transformation.Process(transform.Message{Payload: sc.Bytes(), Origin: origin})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range recs {
+			op, err := envelope.DecodeViewOp(r.Payload)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ops = append(ops, Op{View: op, Origin: origin})
+		}
+	}
+	return ops
+}
+
+// roundRobinStream gives every operation of a batch its own row: user i
+// modulo a number of users larger than the batch, so nothing coalesces.
+func roundRobinStream(b *testing.B) []Op {
+	b.Helper()
+	ops := shopStream(b, 1000)
+	for i := range ops {
+		user := fmt.Sprintf("%q", fmt.Sprintf("rr%d", i%(3*benchBatch)))
+		ops[i].View.Key = map[string]json.RawMessage{"user": json.RawMessage(user)}
+	}
+	return ops
+}
+
+func BenchmarkShopUserActivity(b *testing.B) {
+	benchmarkStreams(b, func(b *testing.B) []Op { return shopStream(b, 1000) })
+}
+
+func BenchmarkNoCoalescing(b *testing.B) {
+	benchmarkStreams(b, roundRobinStream)
+}
+
+func benchmarkStreams(b *testing.B, stream func(*testing.B) []Op) {
+	session, settings, keyspace := testKeyspace(b)
+	ops := stream(b)
+	table := 0
+	fresh := func(b *testing.B) ViewSchema {
+		table++
+		s := userActivitySchema(keyspace, fmt.Sprintf("bench_%d", table))
+		if err := EnsureSchema(b.Context(), session, s, settings.Replication); err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	settings.Concurrency = benchConcurrency
+	settings.BatchSize = benchBatch
+	b.Run("sink", func(b *testing.B) {
+		var rows, events int
+		var elapsed time.Duration
+		for b.Loop() {
+			b.StopTimer()
+			a, err := NewApplier(session, fresh(b), settings)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			start := time.Now()
+			// As the Batcher does: several batches in flight at once.
+			inflight := make(chan *Pending, settings.Pipeline)
+			done := make(chan int)
+			go func() {
+				n := 0
+				for p := range inflight {
+					res := p.Wait()
+					for _, err := range res.Errs {
+						if err != nil {
+							b.Error(err)
+						}
+					}
+					n += res.Rows
+				}
+				done <- n
+			}()
+			for i := 0; i < len(ops); i += benchBatch {
+				inflight <- a.Start(b.Context(), ops[i:min(i+benchBatch, len(ops))])
+			}
+			close(inflight)
+			rows += <-done
+			elapsed += time.Since(start)
+			events += len(ops)
+			a.Close()
+		}
+		b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
+		b.ReportMetric(float64(rows)/elapsed.Seconds(), "rows/s")
+		b.ReportMetric(float64(events)/float64(rows), "events/row")
+	})
+	b.Run("plain", func(b *testing.B) {
+		var events int
+		var elapsed time.Duration
+		for b.Loop() {
+			b.StopTimer()
+			s := fresh(b)
+			b.StartTimer()
+			start := time.Now()
+			plainWrite(b, session, s, ops, settings.consistency())
+			elapsed += time.Since(start)
+			events += len(ops)
+		}
+		b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
+		b.ReportMetric(float64(events)/elapsed.Seconds(), "rows/s")
+	})
+}
+
+// plainWrite issues one single-row UPDATE per operation, setting the
+// operation's columns to its values, from benchConcurrency goroutines.
+func plainWrite(b *testing.B, session *gocql.Session, s ViewSchema, ops []Op, consistency gocql.Consistency) {
+	v, err := compileView(s, 1<<20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sets []string
+	for _, c := range s.Columns {
+		sets = append(sets, quote(c.Name)+" = ?")
+	}
+	stmt := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?", s.qualifiedTable(), strings.Join(sets, ", "), quote(s.Key[0].Name))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range benchConcurrency {
+		wg.Go(func() {
+			for i := range work {
+				op, err := v.bind(i, ops[i])
+				if err != nil {
+					b.Error(err)
+					continue
+				}
+				args := make([]any, len(s.Columns)+1)
+				for c := range s.Columns {
+					args[c] = gocql.UnsetValue
+				}
+				for _, c := range op.columns {
+					args[c.column] = v.colTypes[c.column].bind(c.value)
+				}
+				args[len(s.Columns)] = op.key[0]
+				if err := session.Query(stmt, args...).Consistency(consistency).Idempotent(true).Exec(); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	for i := range ops {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+}
