@@ -162,8 +162,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 	for kind, name := range map[exceptionKind]string{userException: "user_exception", systemException: "system_exception"} {
 		desc := metricDesc(name, "Recent exceptions, valued by when they happened (ms since the epoch).", c.labels, "error")
+		// One series per distinct error text, valued by its latest time:
+		// repeated label values would fail the whole scrape.
+		latest := map[string]int64{}
 		for _, e := range c.s.latestExceptions(kind) {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(e.at.UnixMilli()), e.text)
+			latest[e.text] = max(latest[e.text], e.at.UnixMilli())
+		}
+		for text, ms := range latest {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(ms), text)
 		}
 	}
 	userMetrics := c.s.userMetricsCopy()

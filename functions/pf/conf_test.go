@@ -1,0 +1,243 @@
+package pf
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/foldline/foldline/internal/testenv"
+)
+
+func fixtureConf(t *testing.T) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "..", "shared", "fixtures", "instance-conf-pulsar-4.0.8.json"))
+	if err != nil {
+		t.Skipf("fixture of a real instance config not found: %v", err)
+	}
+	return raw
+}
+
+func TestParseConfFromRealWorkerConfig(t *testing.T) {
+	c, err := parseConf(fixtureConf(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := instanceConf{
+		ServiceURL: "pulsar://127.0.0.1:6650", Port: 37667, MetricsPort: 44825, ClusterName: "standalone",
+		Tenant: "public", Namespace: "default", Name: "shop-validate",
+		FuncID: "55b5ae11-1e88-496f-8fe8-0eff0cc284a6", AutoAck: true, Guarantee: atLeastOnce,
+		SubscriptionName: "validate-v2", SubscriptionType: pulsar.Failover,
+		SubscriptionPosition: pulsar.SubscriptionPositionEarliest,
+		OutputTopic:          "persistent://public/default/valid", Compression: pulsar.LZ4,
+		DeadLetterTopic: "persistent://public/default/shop-validate-DLQ", MaxRetries: 3,
+		RetryBackoff: defaultRetryBackoff,
+	}
+	got := *c
+	got.Inputs, got.UserConfig, got.FuncVersion = nil, nil, ""
+	if got.ServiceURL != want.ServiceURL || got.Port != want.Port || got.MetricsPort != want.MetricsPort ||
+		got.Tenant != want.Tenant || got.Namespace != want.Namespace || got.Name != want.Name ||
+		got.FuncID != want.FuncID || got.AutoAck != want.AutoAck || got.Guarantee != want.Guarantee ||
+		got.SubscriptionName != want.SubscriptionName || got.SubscriptionType != want.SubscriptionType ||
+		got.SubscriptionPosition != want.SubscriptionPosition || got.OutputTopic != want.OutputTopic ||
+		got.Compression != want.Compression || got.DeadLetterTopic != want.DeadLetterTopic ||
+		got.MaxRetries != want.MaxRetries || got.RetryBackoff != want.RetryBackoff || got.ClusterName != want.ClusterName {
+		t.Errorf("parsed config\n got %+v\nwant %+v", got, want)
+	}
+	if len(c.Inputs) != 1 || c.Inputs[0] != (inputSpec{Topic: "persistent://public/default/ledger"}) {
+		t.Errorf("inputs = %+v", c.Inputs)
+	}
+	if c.UserConfig["dlq"] != "persistent://public/default/dead" {
+		t.Errorf("user config = %v", c.UserConfig)
+	}
+}
+
+// The flat keys alone (workers before Pulsar 3.3) give the same essentials.
+func TestParseConfFallsBackToFlatKeys(t *testing.T) {
+	raw := strings.Replace(string(fixtureConf(t)), `"functionDetails":`, `"functionDetailsIgnored":`, 1)
+	c, err := parseConf([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Tenant != "public" || c.Namespace != "default" || c.Name != "shop-validate" ||
+		c.SubscriptionName != "validate-v2" || c.SubscriptionPosition != pulsar.SubscriptionPositionEarliest ||
+		c.OutputTopic != "persistent://public/default/valid" || len(c.Inputs) != 1 || c.MaxRetries != 3 {
+		t.Errorf("parsed flat config: %+v", c)
+	}
+}
+
+// detailsJSON is a minimal instance config whose functionDetails are given.
+func detailsJSON(details string) string {
+	return `{"pulsarServiceURL":"pulsar://h:6650","port":1,"metricsPort":2,"functionDetails":` +
+		quoteJSON(details) + `}`
+}
+
+func quoteJSON(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+const baseDetails = `{"tenant":"t","namespace":"n","name":"f","source":{"inputSpecs":{"persistent://t/n/in":{}}}`
+
+func TestParseConfDetails(t *testing.T) {
+	tests := []struct {
+		name    string
+		details string
+		check   func(*testing.T, *instanceConf)
+	}{
+		{
+			name:    "defaults",
+			details: baseDetails + `}`,
+			check: func(t *testing.T, c *instanceConf) {
+				if c.SubscriptionName != "t/n/f" || c.SubscriptionType != pulsar.Shared ||
+					c.SubscriptionPosition != pulsar.SubscriptionPositionLatest ||
+					c.DeadLetterTopic != "persistent://t/n/f-DLQ" || c.MaxRetries != defaultMaxRetries ||
+					c.Guarantee != atLeastOnce || c.Compression != pulsar.LZ4 || c.KeyBasedBatching {
+					t.Errorf("%+v", c)
+				}
+			},
+		},
+		{
+			name: "user config overrides",
+			details: baseDetails + `,"userConfig":"{\"deadLetterTopic\":\"persistent://t/n/dead\",\"maxRetries\":0.0,` +
+				`\"retryBackoffMs\":\"20\",\"subscriptionType\":\"key_shared\"}","retainOrdering":true}`,
+			check: func(t *testing.T, c *instanceConf) {
+				if c.DeadLetterTopic != "persistent://t/n/dead" || c.MaxRetries != 0 ||
+					c.RetryBackoff != 20*time.Millisecond || c.SubscriptionType != pulsar.KeyShared {
+					t.Errorf("%+v", c)
+				}
+			},
+		},
+		{
+			name: "regex input, queue size, producer spec, guarantee",
+			details: `{"tenant":"t","namespace":"n","name":"f","processingGuarantees":"ATMOST_ONCE",` +
+				`"source":{"subscriptionType":"KEY_SHARED","inputSpecs":{"persistent://t/n/in-.*":{"isRegexPattern":true,"receiverQueueSize":{"value":7}}}},` +
+				`"sink":{"topic":"persistent://t/n/out","producerSpec":{"compressionType":"ZSTD","batchBuilder":"KEY_BASED","maxPendingMessages":9}},` +
+				`"someFieldFromTheFuture":{"x":1}}`,
+			check: func(t *testing.T, c *instanceConf) {
+				if len(c.Inputs) != 1 || c.Inputs[0] != (inputSpec{Topic: "persistent://t/n/in-.*", IsRegex: true, ReceiverQueueSize: 7}) {
+					t.Errorf("inputs %+v", c.Inputs)
+				}
+				if c.Guarantee != atMostOnce || c.SubscriptionType != pulsar.KeyShared || c.Compression != pulsar.ZSTD ||
+					!c.KeyBasedBatching || c.MaxPendingMessages != 9 || c.OutputTopic != "persistent://t/n/out" {
+					t.Errorf("%+v", c)
+				}
+			},
+		},
+		{
+			name:    "secret token wins over the worker's",
+			details: baseDetails + `,"secretsMap":"{\"token\":\"tenant-token\"}"}`,
+			check: func(t *testing.T, c *instanceConf) {
+				if c.Token != "tenant-token" {
+					t.Errorf("token = %q", c.Token)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw := strings.Replace(detailsJSON(tt.details), `{`,
+				`{"clientAuthenticationPlugin":"org.apache.pulsar.client.impl.auth.AuthenticationToken","clientAuthenticationParameters":"token:worker-token",`, 1)
+			c, err := parseConf([]byte(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestParseConfWorkerToken(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte("file-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, params, want string }{
+		{name: "token: prefix", params: "token:abc", want: "abc"},
+		{name: "bare", params: "abc", want: "abc"},
+		{name: "file", params: "file://" + file, want: "file-token"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw := `{"clientAuthenticationPlugin":"org.apache.pulsar.client.impl.auth.AuthenticationToken",` +
+				`"clientAuthenticationParameters":` + quoteJSON(tt.params) + `,` + detailsJSON(baseDetails + `}`)[1:]
+			c, err := parseConf([]byte(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Token != tt.want {
+				t.Errorf("token = %q, want %q", c.Token, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseConfNamesTheBadKey(t *testing.T) {
+	tests := []struct{ name, conf, key string }{
+		{name: "port is a string", conf: `{"port":"x"}`, key: `"port"`},
+		{name: "function details not JSON", conf: `{"functionDetails":"{nope"}`, key: `"functionDetails"`},
+		{name: "user config not JSON", conf: detailsJSON(baseDetails + `,"userConfig":"[1"}`), key: `"userConfig"`},
+		{name: "maxRetries not a number", conf: detailsJSON(baseDetails + `,"userConfig":"{\"maxRetries\":true}"}`), key: `"maxRetries"`},
+		{name: "maxRetries negative", conf: detailsJSON(baseDetails + `,"userConfig":"{\"maxRetries\":-1}"}`), key: `"maxRetries"`},
+		{name: "retryBackoffMs fractional", conf: detailsJSON(baseDetails + `,"userConfig":"{\"retryBackoffMs\":1.5}"}`), key: `"retryBackoffMs"`},
+		{name: "dead letter topic empty", conf: detailsJSON(baseDetails + `,"userConfig":"{\"deadLetterTopic\":\"\"}"}`), key: `"deadLetterTopic"`},
+		{name: "unknown subscription type", conf: detailsJSON(baseDetails + `,"userConfig":"{\"subscriptionType\":\"exclusive\"}"}`), key: `"subscriptionType"`},
+		{name: "secret token not a string", conf: detailsJSON(baseDetails + `,"secretsMap":"{\"token\":{\"path\":\"x\"}}"}`), key: `"secretsMap"`},
+		{name: "no service URL", conf: `{"functionDetails":` + quoteJSON(baseDetails+`}`) + `}`, key: `"pulsarServiceURL"`},
+		{name: "no inputs", conf: detailsJSON(`{"tenant":"t","namespace":"n","name":"f"}`), key: `"sourceInputSpecs"`},
+		{name: "unsupported auth", conf: `{"clientAuthenticationPlugin":"org.example.Kerberos",` + detailsJSON(baseDetails + `}`)[1:], key: `"clientAuthenticationPlugin"`},
+		{name: "effectively once", conf: detailsJSON(baseDetails + `,"processingGuarantees":"EFFECTIVELY_ONCE"}`), key: `"processingGuarantees"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConf([]byte(tt.conf))
+			if !errors.Is(err, ErrBadConfig) {
+				t.Fatalf("error = %v, want ErrBadConfig", err)
+			}
+			if !strings.Contains(err.Error(), tt.key) {
+				t.Errorf("error %q does not name key %s", err, tt.key)
+			}
+		})
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	dir := t.TempDir()
+	yamlPath := filepath.Join(dir, "conf.yaml")
+	yamlConf := "pulsarServiceURL: pulsar://h:6650\ntenant: t\nnameSpace: \"n\"\nname: f\nsourceSpecsTopic: persistent://t/n/in\n"
+	if err := os.WriteFile(yamlPath, []byte(yamlConf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr bool
+	}{
+		{name: "inline JSON", args: []string{"-instance-conf", detailsJSON(baseDetails + `}`)}},
+		{name: "YAML file", args: []string{"-instance-conf-path", yamlPath}},
+		{name: "missing file", args: []string{"-instance-conf-path", filepath.Join(dir, "nope")}, wantErr: true},
+		{name: "no config", args: nil, wantErr: true},
+		{name: "unknown flag", args: []string{"-bogus"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseArgs(tt.args, &strings.Builder{})
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("parsed %+v, want an error", c)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.FQFN() != "t/n/f" || len(c.Inputs) != 1 || c.Inputs[0].Topic != "persistent://t/n/in" {
+				t.Errorf("parsed %+v", c)
+			}
+		})
+	}
+}

@@ -1,0 +1,431 @@
+package pf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/foldline/foldline/functions/envelope"
+)
+
+// fakeID is a message id with a position.
+type fakeID struct {
+	pulsar.MessageID
+	ledger, entry int64
+	batch         int32
+}
+
+func (id fakeID) LedgerID() int64 { return id.ledger }
+func (id fakeID) EntryID() int64  { return id.entry }
+func (id fakeID) BatchIdx() int32 { return id.batch }
+func (id fakeID) String() string  { return fmt.Sprintf("%d:%d:%d", id.ledger, id.entry, id.batch) }
+
+// fakeMessage is an input message; methods the runtime does not call panic.
+type fakeMessage struct {
+	pulsar.Message
+	topic, key string
+	props      map[string]string
+	payload    []byte
+	id         fakeID
+	eventTime  time.Time
+}
+
+func (m *fakeMessage) Topic() string                 { return m.topic }
+func (m *fakeMessage) Key() string                   { return m.key }
+func (m *fakeMessage) OrderingKey() string           { return "" }
+func (m *fakeMessage) Properties() map[string]string { return m.props }
+func (m *fakeMessage) Payload() []byte               { return m.payload }
+func (m *fakeMessage) ID() pulsar.MessageID          { return m.id }
+func (m *fakeMessage) EventTime() time.Time          { return m.eventTime }
+
+// sent is one message a fakeSender was given.
+type sent struct {
+	topic string
+	msg   *pulsar.ProducerMessage
+}
+
+// fakeSender records sends and confirms them at once, failing sends to the
+// topics in fail.
+type fakeSender struct {
+	mu   sync.Mutex
+	sent []sent
+	fail map[string]error
+}
+
+func (s *fakeSender) sendAsync(_ context.Context, topic string, msg *pulsar.ProducerMessage, done func(error)) {
+	s.mu.Lock()
+	s.sent = append(s.sent, sent{topic, msg})
+	err := s.fail[topic]
+	s.mu.Unlock()
+	done(err)
+}
+
+// fakeAcker records acknowledgements by payload.
+type fakeAcker struct {
+	acked, nacked []string
+}
+
+func (a *fakeAcker) Ack(m pulsar.Message) error {
+	a.acked = append(a.acked, string(m.Payload()))
+	return nil
+}
+func (a *fakeAcker) Nack(m pulsar.Message) { a.nacked = append(a.nacked, string(m.Payload())) }
+
+const (
+	inTopic  = "persistent://t/n/ledger-partition-0"
+	outTopic = "persistent://t/n/out"
+	dlqTopic = "persistent://t/n/f-DLQ"
+)
+
+func testConf() *instanceConf {
+	return &instanceConf{
+		Tenant: "t", Namespace: "n", Name: "f", Guarantee: atLeastOnce, AutoAck: true,
+		OutputTopic: outTopic, DeadLetterTopic: dlqTopic, MaxRetries: 2, RetryBackoff: time.Millisecond,
+	}
+}
+
+func newTestInstance(t *testing.T, conf *instanceConf, handler any) (*instance, *fakeSender) {
+	t.Helper()
+	h, err := adaptHandler(handler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := newInstance(conf, h, io.Discard)
+	out := &fakeSender{fail: map[string]error{}}
+	inst.out = out
+	return inst, out
+}
+
+func ledgerEvent(payload string, entry int64) *fakeMessage {
+	return &fakeMessage{
+		topic: inTopic, key: "k-" + payload, payload: []byte(payload),
+		props: map[string]string{"type": "shop.order"}, id: fakeID{ledger: 7, entry: entry, batch: 1},
+		eventTime: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
+	}
+}
+
+func TestProcessKeepsKeyPropertiesAndOrigin(t *testing.T) {
+	upstreamOrigin := envelope.Origin{Topic: "persistent://t/n/ledger-partition-3", Position: envelope.Position{Ledger: 1, Entry: 2, Batch: 3}}
+	derived := ledgerEvent("b", 9)
+	derived.props = map[string]string{"type": "x"}
+	upstreamOrigin.SetOn(derived.props)
+	eventTime := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	tests := []struct {
+		name    string
+		in      *fakeMessage
+		handler any
+		want    []sent
+	}{
+		{
+			name:    "ledger event: origin is the message itself",
+			in:      ledgerEvent("a", 5),
+			handler: func(in []byte) ([]byte, error) { return append(in, '!'), nil },
+			want: []sent{{outTopic, &pulsar.ProducerMessage{Payload: []byte("a!"), Key: "k-a", EventTime: ledgerEvent("a", 5).eventTime,
+				Properties: map[string]string{"type": "shop.order", envelope.PropOriginTopic: inTopic, envelope.PropOriginPosition: "7:5:1"}}}},
+		},
+		{
+			name:    "derived event: origin carried over",
+			in:      derived,
+			handler: func(in []byte) ([]byte, error) { return in, nil },
+			want: []sent{{outTopic, &pulsar.ProducerMessage{Payload: []byte("b"), Key: "k-b", EventTime: derived.eventTime,
+				Properties: map[string]string{"type": "x", envelope.PropOriginTopic: upstreamOrigin.Topic, envelope.PropOriginPosition: "1:2:3"}}}},
+		},
+		{
+			name: "records and Publish set topic, key, properties and time",
+			in:   ledgerEvent("c", 6),
+			handler: func(ctx context.Context, in []byte) ([]Record, error) {
+				fc, _ := FromContext(ctx)
+				if err := fc.Publish(ctx, Record{Topic: "persistent://t/n/audit", Payload: []byte("audit")}); err != nil {
+					return nil, err
+				}
+				return []Record{
+					{Key: "other", Payload: []byte("c1"), Properties: map[string]string{"type": "y"}, EventTime: eventTime},
+					{Payload: []byte("c2"), Properties: map[string]string{envelope.PropOriginPosition: "0:0:0"}},
+				}, nil
+			},
+			want: []sent{
+				{"persistent://t/n/audit", &pulsar.ProducerMessage{Payload: []byte("audit"), Key: "k-c", EventTime: ledgerEvent("c", 6).eventTime,
+					Properties: map[string]string{"type": "shop.order", envelope.PropOriginTopic: inTopic, envelope.PropOriginPosition: "7:6:1"}}},
+				{outTopic, &pulsar.ProducerMessage{Payload: []byte("c1"), Key: "other", EventTime: eventTime,
+					Properties: map[string]string{"type": "y", envelope.PropOriginTopic: inTopic, envelope.PropOriginPosition: "7:6:1"}}},
+				{outTopic, &pulsar.ProducerMessage{Payload: []byte("c2"), Key: "k-c", EventTime: ledgerEvent("c", 6).eventTime,
+					Properties: map[string]string{"type": "shop.order", envelope.PropOriginTopic: inTopic, envelope.PropOriginPosition: "0:0:0"}}},
+			},
+		},
+		{
+			name:    "nil output sends nothing",
+			in:      ledgerEvent("d", 7),
+			handler: func([]byte) ([]byte, error) { return nil, nil },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inst, out := newTestInstance(t, testConf(), tt.handler)
+			acks := &fakeAcker{}
+			if err := inst.process(t.Context(), tt.in, acks); err != nil {
+				t.Fatal(err)
+			}
+			assertSent(t, out.sent, tt.want)
+			if len(acks.acked) != 1 || len(acks.nacked) != 0 {
+				t.Errorf("acked %v, nacked %v; want the input acked once", acks.acked, acks.nacked)
+			}
+			if got := inst.stats.processed.total.Load(); got != 1 {
+				t.Errorf("processed = %d, want 1", got)
+			}
+		})
+	}
+}
+
+func assertSent(t *testing.T, got, want []sent) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("sent %d messages, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.topic != w.topic || string(g.msg.Payload) != string(w.msg.Payload) || g.msg.Key != w.msg.Key ||
+			!g.msg.EventTime.Equal(w.msg.EventTime) || fmt.Sprint(g.msg.Properties) != fmt.Sprint(w.msg.Properties) {
+			t.Errorf("message %d:\n got %s %+v\nwant %s %+v", i, g.topic, *g.msg, w.topic, *w.msg)
+		}
+	}
+}
+
+func TestProcessFailures(t *testing.T) {
+	errBoom := errors.New("boom")
+	tests := []struct {
+		name         string
+		maxRetries   int
+		handler      func(calls int) error
+		wantCalls    int
+		wantAttempts string
+		wantReason   string
+	}{
+		{name: "retried then dead-lettered", maxRetries: 2, handler: func(int) error { return errBoom }, wantCalls: 3, wantAttempts: "3", wantReason: "boom"},
+		{name: "no retries", maxRetries: 0, handler: func(int) error { return errBoom }, wantCalls: 1, wantAttempts: "1", wantReason: "boom"},
+		{name: "permanent skips retries", maxRetries: 5, handler: func(int) error { return Permanent(errBoom) }, wantCalls: 1, wantAttempts: "1", wantReason: "boom"},
+		{name: "panic is a user error", maxRetries: 1, handler: func(int) error { panic("oops") }, wantCalls: 2, wantAttempts: "2", wantReason: "handler panicked: oops"},
+		{name: "succeeds on a retry", maxRetries: 3, handler: func(calls int) error {
+			if calls < 3 {
+				return errBoom
+			}
+			return nil
+		}, wantCalls: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conf := testConf()
+			conf.MaxRetries = tt.maxRetries
+			calls := 0
+			inst, out := newTestInstance(t, conf, func(in []byte) ([]byte, error) {
+				calls++
+				if err := tt.handler(calls); err != nil {
+					return nil, err
+				}
+				return in, nil
+			})
+			acks := &fakeAcker{}
+			if err := inst.process(t.Context(), ledgerEvent("x", 3), acks); err != nil {
+				t.Fatal(err)
+			}
+			if calls != tt.wantCalls {
+				t.Errorf("handler called %d times, want %d", calls, tt.wantCalls)
+			}
+			if len(acks.acked) != 1 {
+				t.Errorf("acked %v, want the input acked once", acks.acked)
+			}
+			if got := inst.stats.exceptions[userException].total.Load(); got != int64(tt.wantCalls-boolInt(tt.wantReason == "")) {
+				t.Errorf("user exceptions = %d", got)
+			}
+			if tt.wantReason == "" {
+				assertSent(t, out.sent, []sent{{outTopic, outputMessage(ledgerEvent("x", 3), envelope.Origin{Topic: inTopic, Position: envelope.Position{Ledger: 7, Entry: 3, Batch: 1}}, Record{Payload: []byte("x")})}})
+				return
+			}
+			if len(out.sent) != 1 || out.sent[0].topic != dlqTopic {
+				t.Fatalf("sent %+v, want one dead letter", out.sent)
+			}
+			dl := out.sent[0].msg
+			wantProps := map[string]string{
+				"type":                          "shop.order",
+				envelope.PropOriginTopic:        inTopic,
+				envelope.PropOriginPosition:     "7:3:1",
+				envelope.PropDeadLetterReason:   tt.wantReason,
+				envelope.PropDeadLetterSource:   inTopic,
+				envelope.PropDeadLetterFunction: "t/n/f",
+				envelope.PropDeadLetterAttempts: tt.wantAttempts,
+			}
+			if string(dl.Payload) != "x" || dl.Key != "k-x" || fmt.Sprint(dl.Properties) != fmt.Sprint(wantProps) {
+				t.Errorf("dead letter %+v, want payload x, key k-x, properties %v", *dl, wantProps)
+			}
+			if inst.stats.processed.total.Load() != 0 {
+				t.Error("a dead-lettered message counted as processed")
+			}
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestProcessMalformedOriginIsDeadLettered(t *testing.T) {
+	inst, out := newTestInstance(t, testConf(), func(in []byte) ([]byte, error) {
+		t.Error("handler called for a message with a malformed origin")
+		return in, nil
+	})
+	in := ledgerEvent("x", 1)
+	in.props = map[string]string{envelope.PropOriginTopic: "persistent://t/n/l", envelope.PropOriginPosition: "garbage"}
+	acks := &fakeAcker{}
+	if err := inst.process(t.Context(), in, acks); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.sent) != 1 || out.sent[0].topic != dlqTopic || !strings.Contains(out.sent[0].msg.Properties[envelope.PropDeadLetterReason], "origin") {
+		t.Errorf("sent %+v, want a dead letter about the origin", out.sent)
+	}
+	if len(acks.acked) != 1 {
+		t.Errorf("acked %v", acks.acked)
+	}
+}
+
+func TestProcessAcknowledgement(t *testing.T) {
+	tests := []struct {
+		name       string
+		guarantee  guarantee
+		autoAck    bool
+		failSend   bool
+		wantAcked  int
+		wantNacked int
+	}{
+		{name: "at least once acks after send", guarantee: atLeastOnce, autoAck: true, wantAcked: 1},
+		{name: "at least once nacks a failed send", guarantee: atLeastOnce, autoAck: true, failSend: true, wantNacked: 1},
+		{name: "at most once acks on receipt", guarantee: atMostOnce, autoAck: true, wantAcked: 1},
+		{name: "at most once does not nack a failed send", guarantee: atMostOnce, autoAck: true, failSend: true, wantAcked: 1},
+		{name: "manual leaves it to the handler", guarantee: manual, autoAck: true},
+		{name: "auto-ack off leaves it to the handler", guarantee: atLeastOnce, autoAck: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conf := testConf()
+			conf.Guarantee, conf.AutoAck = tt.guarantee, tt.autoAck
+			inst, out := newTestInstance(t, conf, func(in []byte) ([]byte, error) { return in, nil })
+			if tt.failSend {
+				out.fail[outTopic] = errors.New("broker gone")
+			}
+			acks := &fakeAcker{}
+			if err := inst.process(t.Context(), ledgerEvent("x", 1), acks); err != nil {
+				t.Fatal(err)
+			}
+			if len(acks.acked) != tt.wantAcked || len(acks.nacked) != tt.wantNacked {
+				t.Errorf("acked %v nacked %v, want %d and %d", acks.acked, acks.nacked, tt.wantAcked, tt.wantNacked)
+			}
+			wantSink := int64(boolInt(tt.failSend))
+			if got := inst.stats.exceptions[sinkException].total.Load(); got != wantSink {
+				t.Errorf("sink exceptions = %d, want %d", got, wantSink)
+			}
+		})
+	}
+}
+
+func TestManualAckAndDeadLetter(t *testing.T) {
+	conf := testConf()
+	conf.Guarantee, conf.MaxRetries = manual, 0
+	inst, _ := newTestInstance(t, conf, func(ctx context.Context, in []byte) error {
+		if string(in) == "bad" {
+			return errors.New("bad")
+		}
+		fc, _ := FromContext(ctx)
+		return fc.Ack()
+	})
+	acks := &fakeAcker{}
+	for i, p := range []string{"good", "bad"} {
+		msg := ledgerEvent(p, int64(i))
+		if err := inst.process(t.Context(), msg, acks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(acks.acked) != "[good bad]" {
+		t.Errorf("acked %v, want the handler's ack of good and the runtime's of the dead letter bad", acks.acked)
+	}
+}
+
+// Retries happen in place: a failing message's outputs come before those of
+// the messages behind it, so order per partition holds.
+func TestProcessKeepsOrderAcrossRetries(t *testing.T) {
+	failuresLeft := map[string]int{"m2": 2}
+	inst, out := newTestInstance(t, testConf(), func(in []byte) ([]byte, error) {
+		if failuresLeft[string(in)] > 0 {
+			failuresLeft[string(in)]--
+			return nil, errors.New("transient")
+		}
+		return in, nil
+	})
+	acks := &fakeAcker{}
+	for i, p := range []string{"m1", "m2", "m3"} {
+		if err := inst.process(t.Context(), ledgerEvent(p, int64(i)), acks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var order []string
+	for _, s := range out.sent {
+		order = append(order, string(s.msg.Payload))
+	}
+	if fmt.Sprint(order) != "[m1 m2 m3]" || fmt.Sprint(acks.acked) != "[m1 m2 m3]" {
+		t.Errorf("outputs %v, acks %v; want both in input order", order, acks.acked)
+	}
+}
+
+func TestProcessStopsRetryingOnShutdown(t *testing.T) {
+	conf := testConf()
+	conf.RetryBackoff = time.Hour
+	inst, out := newTestInstance(t, conf, func([]byte) error { return errors.New("down") })
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	acks := &fakeAcker{}
+	if err := inst.process(ctx, ledgerEvent("x", 1), acks); !errors.Is(err, context.Canceled) {
+		t.Fatalf("error = %v, want context.Canceled", err)
+	}
+	if len(out.sent) != 0 || len(acks.acked)+len(acks.nacked) != 0 {
+		t.Errorf("sent %v, acked %v, nacked %v; want the message left for redelivery", out.sent, acks.acked, acks.nacked)
+	}
+}
+
+func TestBackoffDoublesUpToTheCap(t *testing.T) {
+	conf := testConf()
+	conf.RetryBackoff = 10 * time.Second
+	inst, _ := newTestInstance(t, conf, func() {})
+	tests := []struct {
+		attempt int
+		want    time.Duration
+	}{{1, 10 * time.Second}, {2, 20 * time.Second}, {3, maxRetryBackoff}, {50, maxRetryBackoff}}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint("attempt ", tt.attempt), func(t *testing.T) {
+			if got := inst.backoff(tt.attempt); got != tt.want {
+				t.Errorf("backoff(%d) = %v, want %v", tt.attempt, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPublishAfterReturnFails(t *testing.T) {
+	var saved *FunctionContext
+	inst, _ := newTestInstance(t, testConf(), func(ctx context.Context) error {
+		saved, _ = FromContext(ctx)
+		return nil
+	})
+	if err := inst.process(t.Context(), ledgerEvent("x", 1), &fakeAcker{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := saved.Publish(t.Context(), Record{Payload: []byte("late")}); err == nil {
+		t.Error("Publish after the handler returned succeeded")
+	}
+}
