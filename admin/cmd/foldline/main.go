@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/foldline/foldline/admin/gen"
+	"github.com/foldline/foldline/admin/ingest"
 )
 
 // usageError marks a command-line mistake (exit code 2).
@@ -34,6 +35,7 @@ func newRoot() *cobra.Command {
 		return &usageError{fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())}
 	})
 	root.AddCommand(gen.NewCommand())
+	root.AddCommand(ingest.NewCommand())
 	return root
 }
 
