@@ -1,0 +1,113 @@
+package pf_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/foldline/foldline/internal/testenv"
+)
+
+// pulsarAdmin runs the distribution's pulsar-admin (through scripts/, which
+// points it at the local stack) and returns its standard output.
+func pulsarAdmin(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(testenv.RepoRoot(), "scripts", "pulsar-admin"), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("pulsar-admin %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+// adminREST calls the broker's (or worker's) admin REST API and decodes a
+// JSON answer into out when out is not nil. It returns the HTTP status.
+func adminREST(t *testing.T, s testenv.Services, method, path string, out any) int {
+	t.Helper()
+	// Not t.Context(): cleanups call this after it is cancelled.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, s.PulsarAdminURL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(body, out); err != nil {
+			t.Fatalf("%s %s: decoding %q: %v", method, path, body, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// buildExample builds functions/examples/<name> into a temporary folder.
+func buildExample(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./functions/examples/"+name)
+	cmd.Dir = testenv.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building example %s: %v\n%s", name, err, out)
+	}
+	return bin
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// instancePIDs returns the pids of processes running the function's
+// downloaded binary (the worker puts it under
+// download/pulsar_functions/<tenant>/<ns>/<name>/<instance>/).
+func instancePIDs(t *testing.T, tenant, ns, name string) []int {
+	t.Helper()
+	marker := fmt.Sprintf("/pulsar_functions/%s/%s/%s/", tenant, ns, name)
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, d := range dirs {
+		var pid int
+		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		if strings.Contains(argv0, marker) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
