@@ -1,0 +1,75 @@
+// Package pulsarx builds the pulsaradmin clients the admin commands use and
+// classifies their errors. Two clients are needed: the broker's admin API
+// lives under /admin/v2, while a Go function's binary is uploaded only
+// through /admin/v3/functions (with the default version the broker answers
+// 400 "Cannot invoke String.length()").
+package pulsarx
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
+
+	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/internal/services"
+)
+
+// Clients talk to one Pulsar cluster.
+type Clients struct {
+	// Admin is the broker admin API (tenants, namespaces, topics).
+	Admin admin.Client
+	// Functions is the functions worker API (v3), which uploads binaries.
+	Functions admin.Functions
+}
+
+// Connect checks that Pulsar answers at s's addresses and builds the
+// clients; an unreachable service gives an error that names the script
+// that starts it.
+func Connect(s services.Services) (*Clients, error) {
+	if err := s.CheckPulsar(); err != nil {
+		return nil, err
+	}
+	v2, err := admin.New(&config.Config{WebServiceURL: s.PulsarAdminURL, PulsarAPIVersion: config.V2})
+	if err != nil {
+		return nil, fmt.Errorf("creating Pulsar admin client for %s: %w", s.PulsarAdminURL, err)
+	}
+	v3, err := admin.New(&config.Config{WebServiceURL: s.PulsarAdminURL, PulsarAPIVersion: config.V3})
+	if err != nil {
+		return nil, fmt.Errorf("creating Pulsar functions client for %s: %w", s.PulsarAdminURL, err)
+	}
+	return &Clients{Admin: v2, Functions: v3.Functions()}, nil
+}
+
+// Timeout bounds one admin request so that a hung broker fails a command
+// instead of freezing it.
+const Timeout = 2 * time.Minute
+
+// StatusCode returns the HTTP status of a Pulsar admin error, 0 for other
+// errors.
+func StatusCode(err error) int {
+	var restErr rest.Error
+	if errors.As(err, &restErr) {
+		return restErr.Code
+	}
+	var restErrPtr *rest.Error
+	if errors.As(err, &restErrPtr) {
+		return restErrPtr.Code
+	}
+	return 0
+}
+
+// IsNotFound reports whether Pulsar answered 404.
+func IsNotFound(err error) bool { return StatusCode(err) == http.StatusNotFound }
+
+// IsConflict reports whether Pulsar answered 409 (already exists).
+func IsConflict(err error) bool { return StatusCode(err) == http.StatusConflict }
+
+// UnknownTenant is the error for a tenant that does not exist.
+func UnknownTenant(tenant string) error {
+	return fmt.Errorf("tenant %s does not exist: deploy it with foldline deploy (or name another with --tenant): %w", tenant, exitcode.ErrNotFound)
+}

@@ -1,0 +1,161 @@
+// Package registry is the view registry: a table in each tenant keyspace,
+// foldline_views, that says which table version of each view is active.
+// Deploy registers a view's table; `foldline views` and CQL users read the
+// active one from here; a backfill (a new table version built next to the
+// live one) switches it. One partition per view, with the active table in a
+// static column, makes the switch one single-partition write: atomic and
+// isolated, so a reader sees the old table or the new one, never neither.
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gocql/gocql"
+)
+
+// Table is the registry's table name in every tenant keyspace.
+const Table = "foldline_views"
+
+// The states of a table version.
+const (
+	// StateActive: the table readers use.
+	StateActive = "active"
+	// StateBuilding: a new version being filled (backfill), not yet active.
+	StateBuilding = "building"
+	// StateRetired: a former active version kept for rollback.
+	StateRetired = "retired"
+)
+
+// Version is one table version of a view.
+type Version struct {
+	Table string
+	State string
+	// Definition is the table definition (the sink's ViewSchema) as JSON.
+	Definition string
+	CreatedAt  time.Time
+}
+
+// Entry is one view's registration.
+type Entry struct {
+	View string
+	// ActiveTable is the table readers use, "" while no version is active.
+	ActiveTable string
+	Versions    []Version
+}
+
+// CreateCQL is the statement that creates the registry in keyspace.
+func CreateCQL(keyspace string) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %q.%q (
+  view text,
+  table_name text,
+  active_table text STATIC,
+  state text,
+  definition text,
+  created_at timestamp,
+  PRIMARY KEY ((view), table_name))`, keyspace, Table)
+}
+
+// Ensure creates the registry table when absent.
+func Ensure(ctx context.Context, s *gocql.Session, keyspace string) error {
+	if err := s.Query(CreateCQL(keyspace)).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("creating view registry %s.%s: %w", keyspace, Table, err)
+	}
+	return nil
+}
+
+// Exists reports whether keyspace has a registry.
+func Exists(ctx context.Context, s *gocql.Session, keyspace string) (bool, error) {
+	var name string
+	err := s.Query(`SELECT table_name FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, keyspace, Table).
+		WithContext(ctx).Scan(&name)
+	switch {
+	case errors.Is(err, gocql.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("looking up view registry %s.%s: %w", keyspace, Table, err)
+	}
+	return true, nil
+}
+
+// Register records table as a version of view. The first version of a view
+// becomes active; a later one is recorded as building and leaves the active
+// table alone (a backfill switches it when the new table has caught up).
+// Registering a known version changes nothing.
+func Register(ctx context.Context, s *gocql.Session, keyspace, view, table, definition string) (Entry, error) {
+	entry, err := Get(ctx, s, keyspace, view)
+	if err != nil {
+		return Entry{}, err
+	}
+	for _, v := range entry.Versions {
+		if v.Table == table {
+			return entry, nil
+		}
+	}
+	state := StateBuilding
+	if entry.ActiveTable == "" {
+		state = StateActive
+	}
+	q := fmt.Sprintf(`UPDATE %q.%q SET state = ?, definition = ?, created_at = ? WHERE view = ? AND table_name = ?`, keyspace, Table)
+	args := []any{state, definition, time.Now(), view, table}
+	if state == StateActive {
+		q = fmt.Sprintf(`UPDATE %q.%q SET active_table = ?, state = ?, definition = ?, created_at = ? WHERE view = ? AND table_name = ?`, keyspace, Table)
+		args = append([]any{table}, args...)
+	}
+	if err := s.Query(q, args...).WithContext(ctx).Exec(); err != nil {
+		return Entry{}, fmt.Errorf("registering table %s of view %s: %w", table, view, err)
+	}
+	return Get(ctx, s, keyspace, view)
+}
+
+// Get returns one view's registration; a view never registered has no
+// versions.
+func Get(ctx context.Context, s *gocql.Session, keyspace, view string) (Entry, error) {
+	entries, err := list(ctx, s, keyspace, view)
+	if err != nil || len(entries) == 0 {
+		return Entry{View: view}, err
+	}
+	return entries[0], nil
+}
+
+// List returns every registered view of keyspace, by view name.
+func List(ctx context.Context, s *gocql.Session, keyspace string) ([]Entry, error) {
+	return list(ctx, s, keyspace, "")
+}
+
+func list(ctx context.Context, s *gocql.Session, keyspace, view string) ([]Entry, error) {
+	q := fmt.Sprintf(`SELECT view, table_name, active_table, state, definition, created_at FROM %q.%q`, keyspace, Table)
+	var args []any
+	if view != "" {
+		q += ` WHERE view = ?`
+		args = append(args, view)
+	}
+	iter := s.Query(q, args...).WithContext(ctx).Iter()
+	var entries []Entry
+	var (
+		name, table, active, state, definition string
+		created                                time.Time
+	)
+	for iter.Scan(&name, &table, &active, &state, &definition, &created) {
+		if len(entries) == 0 || entries[len(entries)-1].View != name {
+			entries = append(entries, Entry{View: name, ActiveTable: active})
+		}
+		e := &entries[len(entries)-1]
+		e.Versions = append(e.Versions, Version{Table: table, State: state, Definition: definition, CreatedAt: created})
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("reading view registry %s.%s: %w", keyspace, Table, err)
+	}
+	return entries, nil
+}
+
+// Remove forgets view entirely (its tables are the caller's to drop).
+func Remove(ctx context.Context, s *gocql.Session, keyspace, view string) error {
+	q := fmt.Sprintf(`DELETE FROM %q.%q WHERE view = ?`, keyspace, Table)
+	if err := s.Query(q, view).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("removing view %s from the registry: %w", view, err)
+	}
+	return nil
+}

@@ -1,0 +1,330 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/foldline/foldline/sinks/cassandra"
+)
+
+// Go functions get their retries and dead-letter topic from the runtime
+// (functions/pf), configured through these user-config keys: the worker
+// refuses maxMessageRetries for Go functions.
+const (
+	UserConfigDeadLetterTopic  = "deadLetterTopic"
+	UserConfigMaxRetries       = "maxRetries"
+	UserConfigRetryBackoffMs   = "retryBackoffMs"
+	UserConfigSubscriptionType = "subscriptionType"
+)
+
+var namePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+
+// applyDefaults is the one place where absent fields get their defaults.
+func (s *Set) applyDefaults() {
+	if t := s.Tenant; t != nil {
+		if t.Keyspace == "" {
+			t.Keyspace = t.Name
+		}
+		if t.Replication == nil {
+			t.Replication = cassandra.DefaultReplication()
+		}
+	}
+	for _, f := range s.Functions {
+		c := &f.Config
+		if c.Parallelism == 0 {
+			c.Parallelism = 1
+		}
+		if c.Runtime == "" {
+			c.Runtime = utils.GoRuntime
+		}
+		if c.ProcessingGuarantees == "" {
+			c.ProcessingGuarantees = "ATLEAST_ONCE"
+		}
+	}
+	for _, v := range s.Views {
+		if v.Keyspace == "" && s.Tenant != nil {
+			v.Keyspace = s.Tenant.Keyspace
+		}
+		if v.Version == 0 {
+			v.Version = 1
+		}
+		sink := &v.Sink
+		if sink.Binary == "" {
+			sink.Binary = DefaultSinkBinary
+		}
+		if sink.Name == "" {
+			sink.Name = v.Table() + "-sink"
+		}
+		if sink.Namespace == "" {
+			if tn, err := utils.GetTopicName(sink.Input); err == nil {
+				sink.Namespace = strings.TrimPrefix(tn.GetNamespace(), tn.GetTenant()+"/")
+			}
+		}
+		if sink.SubName == "" {
+			sink.SubName = sink.Name
+		}
+		if sink.Parallelism == 0 {
+			sink.Parallelism = 1
+		}
+	}
+}
+
+// check returns every problem of the set: each document on its own, then
+// the DAG as a whole.
+func (s *Set) check() Problems {
+	var ps Problems
+	if len(s.Pipelines) == 0 && len(s.Views) == 0 && s.Tenant == nil {
+		return ps
+	}
+	if s.Tenant == nil {
+		ps = append(ps, Problem{File: s.Dir, Line: 0, Field: "kind", Message: "no Tenant manifest: add one (kind: Tenant) naming the tenant, its namespaces and ledger topics"})
+	} else {
+		ps = append(ps, s.checkTenant()...)
+	}
+	for _, p := range s.Pipelines {
+		if p.Name == "" {
+			ps = append(ps, p.Problem("name", "missing"))
+		}
+		for i, t := range p.Topics {
+			ps = append(ps, s.checkTopic(p.Source, fmt.Sprintf("topics[%d].name", i), t.Name)...)
+		}
+	}
+	for _, f := range s.Functions {
+		ps = append(ps, s.checkFunction(f)...)
+	}
+	for _, v := range s.Views {
+		ps = append(ps, s.checkView(v)...)
+	}
+	ps = append(ps, s.checkNames()...)
+	if len(ps) > 0 {
+		return ps // the DAG of broken documents would only repeat them
+	}
+	_, dagProblems := s.Graph()
+	return append(ps, dagProblems...)
+}
+
+func (s *Set) checkTenant() Problems {
+	t := s.Tenant
+	var ps Problems
+	if !namePattern.MatchString(t.Name) {
+		ps = append(ps, t.Problem("name", "%q: want letters, digits, '_', '-' or '.'", t.Name))
+	}
+	if len(t.Namespaces) == 0 {
+		ps = append(ps, t.Problem("namespaces", "missing: a tenant needs at least one namespace"))
+	}
+	if err := t.Replication.Validate(); err != nil {
+		ps = append(ps, t.Problem("replication", "%s", err.Error()))
+	}
+	seen := map[string]bool{}
+	for i, ns := range t.Namespaces {
+		field := fmt.Sprintf("namespaces[%d]", i)
+		switch {
+		case !namePattern.MatchString(ns.Name):
+			ps = append(ps, t.Problem(field+".name", "%q: want letters, digits, '_', '-' or '.'", ns.Name))
+		case seen[ns.Name]:
+			ps = append(ps, t.Problem(field+".name", "namespace %s declared twice", ns.Name))
+		}
+		seen[ns.Name] = true
+		if r := ns.Retention; r.TimeMinutes < -1 || r.SizeMB < -1 {
+			ps = append(ps, t.Problem(field+".retention", "want -1 (forever) or a positive value"))
+		}
+		if o := ns.Offload; o != nil && o.ThresholdBytes < -1 {
+			ps = append(ps, t.Problem(field+".offload.thresholdBytes", "want -1 (off), 0 (at once) or a size in bytes"))
+		}
+	}
+	for i, topic := range t.Ledger {
+		field := fmt.Sprintf("ledger[%d]", i)
+		ps = append(ps, s.checkTopic(t.Source, field+".name", topic.Name)...)
+		if topic.Partitions < 0 {
+			ps = append(ps, t.Problem(field+".partitions", "want 0 (non-partitioned) or more"))
+		}
+	}
+	return ps
+}
+
+// checkTopic checks that name is a full persistent topic name in one of the
+// tenant's namespaces.
+func (s *Set) checkTopic(src Source, field, name string) Problems {
+	if name == "" {
+		return Problems{src.Problem(field, "missing")}
+	}
+	tn, err := utils.GetTopicName(name)
+	if err != nil || !strings.Contains(name, "://") {
+		return Problems{src.Problem(field, "%q: want a full topic name, persistent://tenant/namespace/topic", name)}
+	}
+	if s.Tenant == nil {
+		return nil
+	}
+	if tn.GetTenant() != s.Tenant.Name {
+		return Problems{src.Problem(field, "%q is outside tenant %s", name, s.Tenant.Name)}
+	}
+	ns := strings.TrimPrefix(tn.GetNamespace(), tn.GetTenant()+"/")
+	if !s.Tenant.hasNamespace(ns) {
+		return Problems{src.Problem(field, "%q is in namespace %s, which the tenant manifest (%s) does not declare", name, ns, s.Tenant.File)}
+	}
+	return nil
+}
+
+func (t *Tenant) hasNamespace(name string) bool {
+	for _, ns := range t.Namespaces {
+		if ns.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Set) checkFunction(f *Function) Problems {
+	var ps Problems
+	c := f.Config
+	if f.Binary == "" {
+		ps = append(ps, f.Ref.Problem(f.RefField+".binary", "missing: the Go package of the function's main, e.g. github.com/foldline/foldline/functions/shop/validate/cmd"))
+	}
+	if !namePattern.MatchString(c.Name) {
+		ps = append(ps, f.Source.Problem("name", "%q: want letters, digits, '_', '-' or '.'", c.Name))
+	}
+	if s.Tenant != nil && c.Tenant != s.Tenant.Name {
+		ps = append(ps, f.Source.Problem("tenant", "%q: want the tenant of %s, %q", c.Tenant, s.Tenant.File, s.Tenant.Name))
+	}
+	if s.Tenant != nil && !s.Tenant.hasNamespace(c.Namespace) {
+		ps = append(ps, f.Source.Problem("namespace", "%q is not a namespace of the tenant manifest %s", c.Namespace, s.Tenant.File))
+	}
+	if c.Runtime != utils.GoRuntime {
+		ps = append(ps, f.Source.Problem("runtime", "%q: Foldline deploys Go functions only (GO)", c.Runtime))
+	}
+	switch c.ProcessingGuarantees {
+	case "ATLEAST_ONCE", "ATMOST_ONCE", "MANUAL":
+	default:
+		ps = append(ps, f.Source.Problem("processingGuarantees", "%q: want ATLEAST_ONCE, ATMOST_ONCE or MANUAL (the worker refuses EFFECTIVELY_ONCE for Go functions)", c.ProcessingGuarantees))
+	}
+	if c.Parallelism < 1 {
+		ps = append(ps, f.Source.Problem("parallelism", "%d: want at least 1", c.Parallelism))
+	}
+	if c.MaxMessageRetries != nil {
+		ps = append(ps, f.Source.Problem("maxMessageRetries", "the worker refuses it for Go functions: set userConfig.%s instead", UserConfigMaxRetries))
+	}
+	if c.DeadLetterTopic != "" {
+		ps = append(ps, f.Source.Problem("deadLetterTopic", "the Go runtime takes it from userConfig.%s: move it there", UserConfigDeadLetterTopic))
+	}
+	if c.TopicsPattern != nil || len(c.InputSpecs) > 0 {
+		ps = append(ps, f.Source.Problem("inputs", "list the input topics in inputs (topic patterns and input specs hide the DAG from lint)"))
+	}
+	if len(c.Inputs) == 0 {
+		ps = append(ps, f.Source.Problem("inputs", "missing: a function reads at least one topic"))
+	}
+	for i, in := range c.Inputs {
+		ps = append(ps, s.checkTopic(f.Source, fmt.Sprintf("inputs[%d]", i), in)...)
+	}
+	if c.Output != "" {
+		ps = append(ps, s.checkTopic(f.Source, "output", c.Output)...)
+	}
+	if c.SubName == "" {
+		ps = append(ps, f.Source.Problem("subName", "missing: name the subscription (backfill deploys under a new one)"))
+	}
+	ps = append(ps, s.checkUserConfig(f.Source, "userConfig", c.UserConfig)...)
+	return ps
+}
+
+// checkUserConfig checks the runtime's keys in a user config.
+func (s *Set) checkUserConfig(src Source, field string, uc map[string]any) Problems {
+	var ps Problems
+	if dlt, ok := uc[UserConfigDeadLetterTopic]; ok {
+		name, isString := dlt.(string)
+		if !isString {
+			ps = append(ps, src.Problem(field+"."+UserConfigDeadLetterTopic, "want a topic name"))
+		} else {
+			ps = append(ps, s.checkTopic(src, field+"."+UserConfigDeadLetterTopic, name)...)
+		}
+	}
+	for _, key := range []string{UserConfigMaxRetries, UserConfigRetryBackoffMs} {
+		if v, ok := uc[key]; ok {
+			if n, isInt := v.(int); !isInt || n < 0 {
+				ps = append(ps, src.Problem(field+"."+key, "want a whole number, 0 or more"))
+			}
+		}
+	}
+	if v, ok := uc[UserConfigSubscriptionType]; ok && v != "key_shared" && v != "failover" && v != "shared" {
+		ps = append(ps, src.Problem(field+"."+UserConfigSubscriptionType, "%v: want key_shared, failover or shared", v))
+	}
+	return ps
+}
+
+func (s *Set) checkView(v *View) Problems {
+	var ps Problems
+	if s.Tenant != nil && v.Keyspace != s.Tenant.Keyspace {
+		ps = append(ps, v.Problem("keyspace", "%q: the tenant's views live in its keyspace %q", v.Keyspace, s.Tenant.Keyspace))
+	}
+	if v.Version < 1 {
+		ps = append(ps, v.Problem("version", "%d: want 1 or more", v.Version))
+	}
+	for i, c := range v.Columns {
+		if c.Merge == "" {
+			ps = append(ps, v.Problem(fmt.Sprintf("columns[%d].merge", i), "column %s has no merge rule: want set, add, max, min or latest", c.Name))
+		}
+	}
+	// The sink's own check of the table definition, located by the field
+	// each message starts with.
+	if err := v.Schema().Validate(); err != nil {
+		for _, e := range unjoin(err) {
+			msg := e.Error()
+			field, rest, _ := strings.Cut(msg, " ")
+			if strings.HasSuffix(field, ":") {
+				field, rest = strings.TrimSuffix(field, ":"), strings.TrimSpace(rest)
+			}
+			if strings.HasSuffix(field, ".merge") && strings.HasPrefix(rest, `"":`) {
+				continue // reported above in plainer words
+			}
+			switch field {
+			case "table", "keyspace", "view":
+				field = "name" // derived from the view's name
+			}
+			ps = append(ps, v.Problem(field, "%s", rest))
+		}
+	}
+	ps = append(ps, s.checkTopic(v.Source, "sink.input", v.Sink.Input)...)
+	if v.Sink.Parallelism < 1 {
+		ps = append(ps, v.Problem("sink.parallelism", "%d: want at least 1", v.Sink.Parallelism))
+	}
+	ps = append(ps, s.checkUserConfig(v.Source, "sink.userConfig", v.Sink.UserConfig)...)
+	return ps
+}
+
+// checkNames reports two functions (or sinks) with one name in a namespace,
+// and two views with one name.
+func (s *Set) checkNames() Problems {
+	var ps Problems
+	functions := map[string]string{}
+	claim := func(src Source, field, namespace, name string) {
+		key := namespace + "/" + name
+		if first, ok := functions[key]; ok {
+			ps = append(ps, src.Problem(field, "function %s is declared twice in namespace %s (first in %s)", name, namespace, first))
+			return
+		}
+		functions[key] = src.File
+	}
+	for _, f := range s.Functions {
+		claim(f.Source, "name", f.Config.Namespace, f.Config.Name)
+	}
+	views := map[string]string{}
+	for _, v := range s.Views {
+		claim(v.Source, "sink.name", v.Sink.Namespace, v.Sink.Name)
+		if first, ok := views[v.Name]; ok {
+			ps = append(ps, v.Problem("name", "view %s is declared twice (first in %s)", v.Name, first))
+		}
+		views[v.Name] = v.File
+	}
+	return ps
+}
+
+// unjoin splits an errors.Join error into its parts.
+func unjoin(err error) []error {
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		return joined.Unwrap()
+	}
+	return []error{err}
+}

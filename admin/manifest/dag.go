@@ -1,0 +1,243 @@
+package manifest
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// StageKind tells a pipeline function from a view's sink.
+type StageKind string
+
+// The kinds of stage.
+const (
+	StageFunction StageKind = "function"
+	StageSink     StageKind = "sink"
+)
+
+// Stage is one deployable function of the DAG: a pipeline function or a
+// view's sink. Both are Go Pulsar Functions; the sink is derived from its
+// view.
+type Stage struct {
+	Kind      StageKind
+	Name      string
+	Tenant    string
+	Namespace string
+	Inputs    []string
+	// Output is the topic the stage writes, "" for a sink.
+	Output      string
+	SubName     string
+	Binary      string
+	Parallelism int
+	// Function is set for a pipeline function, View for a sink.
+	Function *Function
+	View     *View
+}
+
+// FullName is tenant/namespace/name, as Pulsar names a function.
+func (s *Stage) FullName() string { return s.Tenant + "/" + s.Namespace + "/" + s.Name }
+
+// DeadLetterTopic is the stage's dead-letter topic, "" when it has none.
+func (s *Stage) DeadLetterTopic() string {
+	var uc map[string]any
+	if s.Function != nil {
+		uc = s.Function.Config.UserConfig
+	} else {
+		uc = s.View.Sink.UserConfig
+	}
+	dlt, _ := uc[UserConfigDeadLetterTopic].(string)
+	return dlt
+}
+
+// source and field locate the stage's declaration of a field for problems.
+func (s *Stage) problem(field, format string, args ...any) Problem {
+	if s.Function != nil {
+		return s.Function.Source.Problem(field, format, args...)
+	}
+	return s.View.Problem("sink."+field, format, args...)
+}
+
+// Stages returns the pipeline functions, then the sinks, in manifest order.
+func (s *Set) Stages() []*Stage {
+	var stages []*Stage
+	for _, f := range s.Functions {
+		c := f.Config
+		stages = append(stages, &Stage{
+			Kind: StageFunction, Name: c.Name, Tenant: c.Tenant, Namespace: c.Namespace,
+			Inputs: c.Inputs, Output: c.Output, SubName: c.SubName, Binary: f.Binary,
+			Parallelism: c.Parallelism, Function: f,
+		})
+	}
+	for _, v := range s.Views {
+		tenant := ""
+		if s.Tenant != nil {
+			tenant = s.Tenant.Name
+		}
+		stages = append(stages, &Stage{
+			Kind: StageSink, Name: v.Sink.Name, Tenant: tenant, Namespace: v.Sink.Namespace,
+			Inputs: []string{v.Sink.Input}, SubName: v.Sink.SubName, Binary: v.Sink.Binary,
+			Parallelism: v.Sink.Parallelism, View: v,
+		})
+	}
+	return stages
+}
+
+// Graph is the DAG of stages linked by topics.
+type Graph struct {
+	// Order lists every stage upstream first: a stage comes after every
+	// stage that writes one of its inputs. Ties keep manifest order.
+	Order []*Stage
+	// Writers maps a topic to the stages that write it.
+	Writers map[string][]*Stage
+	// Ledger holds the ledger topics (written by ingest).
+	Ledger map[string]bool
+}
+
+// Upstream returns the stages that write s's inputs.
+func (g *Graph) Upstream(s *Stage) []*Stage {
+	var up []*Stage
+	for _, in := range s.Inputs {
+		up = append(up, g.Writers[in]...)
+	}
+	return up
+}
+
+// Topics returns every topic the DAG touches (ledger, inputs, outputs,
+// dead-letter topics), sorted.
+func (g *Graph) Topics() []string {
+	seen := map[string]bool{}
+	for t := range g.Ledger {
+		seen[t] = true
+	}
+	for _, s := range g.Order {
+		for _, in := range s.Inputs {
+			seen[in] = true
+		}
+		if s.Output != "" {
+			seen[s.Output] = true
+		}
+		if dlt := s.DeadLetterTopic(); dlt != "" {
+			seen[dlt] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// Graph links the stages and checks the DAG: every input is written by a
+// stage or is a ledger topic, no stage writes the ledger, a view has one
+// writer, and there is no cycle.
+func (s *Set) Graph() (*Graph, Problems) {
+	stages := s.Stages()
+	g := &Graph{Writers: map[string][]*Stage{}, Ledger: map[string]bool{}}
+	if s.Tenant != nil {
+		for _, t := range s.Tenant.Ledger {
+			g.Ledger[t.Name] = true
+		}
+	}
+	var ps Problems
+	for _, st := range stages {
+		if st.Output == "" {
+			continue
+		}
+		if g.Ledger[st.Output] {
+			ps = append(ps, st.problem("output", "%s is a ledger topic: only ingest writes the ledger", st.Output))
+		}
+		g.Writers[st.Output] = append(g.Writers[st.Output], st)
+	}
+	for _, st := range stages {
+		for i, in := range st.Inputs {
+			if g.Ledger[in] || len(g.Writers[in]) > 0 {
+				continue
+			}
+			field := fmt.Sprintf("inputs[%d]", i)
+			if st.Kind == StageSink {
+				field = "input"
+			}
+			ps = append(ps, st.problem(field, "nothing writes %s: no function has it as output, and the tenant manifest does not declare it as a ledger topic", in))
+		}
+		if st.Kind == StageSink {
+			if writers := g.Writers[st.Inputs[0]]; len(writers) > 1 {
+				names := make([]string, len(writers))
+				for i, w := range writers {
+					names[i] = w.Name
+				}
+				ps = append(ps, st.problem("input", "view %s has %d writers (%s): one function must own a view's operations", st.View.Name, len(writers), strings.Join(names, ", ")))
+			}
+		}
+	}
+	order, cycle := topologicalOrder(stages, g)
+	g.Order = order
+	if cycle != nil {
+		names := make([]string, len(cycle))
+		for i, st := range cycle {
+			names[i] = st.Name
+		}
+		ps = append(ps, cycle[0].problem("inputs", "cycle: %s", strings.Join(append(names, names[0]), " → ")))
+	}
+	return g, ps
+}
+
+// topologicalOrder sorts stages upstream first (Kahn's algorithm, stable
+// on manifest order). When a cycle remains, it returns one of its paths.
+func topologicalOrder(stages []*Stage, g *Graph) ([]*Stage, []*Stage) {
+	pending := map[*Stage]int{}
+	for _, st := range stages {
+		pending[st] = len(g.Upstream(st))
+	}
+	var order []*Stage
+	placed := map[*Stage]bool{}
+	for len(order) < len(stages) {
+		progressed := false
+		for _, st := range stages {
+			if placed[st] || pending[st] > 0 {
+				continue
+			}
+			placed[st] = true
+			order = append(order, st)
+			progressed = true
+			for _, down := range stages {
+				for _, up := range g.Upstream(down) {
+					if up == st {
+						pending[down]--
+					}
+				}
+			}
+		}
+		if !progressed {
+			return order, findCycle(stages, placed, g)
+		}
+	}
+	return order, nil
+}
+
+// findCycle walks upstream from an unplaced stage until a stage repeats.
+func findCycle(stages []*Stage, placed map[*Stage]bool, g *Graph) []*Stage {
+	var start *Stage
+	for _, st := range stages {
+		if !placed[st] {
+			start = st
+			break
+		}
+	}
+	var path []*Stage
+	index := map[*Stage]int{}
+	for st := start; st != nil; {
+		if i, seen := index[st]; seen {
+			cycle := slices.Clone(path[i:])
+			slices.Reverse(cycle) // downstream-first walk, shown upstream first
+			return cycle
+		}
+		index[st] = len(path)
+		path = append(path, st)
+		var next *Stage
+		for _, up := range g.Upstream(st) {
+			if !placed[up] {
+				next = up
+				break
+			}
+		}
+		st = next
+	}
+	return path
+}

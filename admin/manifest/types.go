@@ -1,0 +1,201 @@
+package manifest
+
+import (
+	"fmt"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/foldline/foldline/sinks/cassandra"
+)
+
+// The kinds of Foldline's own manifest documents. Function config files
+// carry no kind: they are Pulsar's FunctionConfig as is, and a pipeline
+// names them.
+const (
+	KindTenant   = "Tenant"
+	KindPipeline = "Pipeline"
+	KindView     = "View"
+)
+
+// Tenant is the tenant manifest: the Pulsar tenant with its namespaces and
+// ledger topics, and the tenant's Cassandra keyspace. One directory holds
+// exactly one.
+type Tenant struct {
+	Kind string `yaml:"kind"`
+	// Name is the Pulsar tenant, e.g. "shop".
+	Name string `yaml:"name"`
+	// Keyspace is the Cassandra keyspace of the tenant's views. Default: the
+	// tenant's name.
+	Keyspace string `yaml:"keyspace"`
+	// Replication is the keyspace's replication when deploy creates it.
+	// Default {class: SimpleStrategy, replication_factor: "1"}.
+	Replication cassandra.Replication `yaml:"replication"`
+	// AllowedClusters are the Pulsar clusters the tenant may use. Default:
+	// every cluster of the instance.
+	AllowedClusters []string `yaml:"allowedClusters"`
+	// AdminRoles are the tenant's admin roles. Default none.
+	AdminRoles []string `yaml:"adminRoles"`
+	// Namespaces are created with their policies; at least one.
+	Namespaces []Namespace `yaml:"namespaces"`
+	// Ledger lists the ledger topics: written by `foldline ingest`, read by
+	// the pipelines, never by a function's output.
+	Ledger []Topic `yaml:"ledger"`
+
+	Source `yaml:"-"`
+}
+
+// Namespace is one namespace of the tenant and its policies.
+type Namespace struct {
+	// Name is the namespace without the tenant, e.g. "ledger".
+	Name string `yaml:"name"`
+	// Retention keeps acknowledged messages; -1 means without limit (the
+	// ledger's namespace must keep everything).
+	Retention Retention `yaml:"retention"`
+	// Deduplication makes the broker drop a message whose producer sequence
+	// id it has seen (what makes a re-run of ingest publish nothing twice).
+	Deduplication bool `yaml:"deduplication"`
+	// Offload moves old ledger segments to tiered storage. Absent: the
+	// namespace's offload settings are left alone.
+	Offload *Offload `yaml:"offload"`
+}
+
+// Retention is a namespace's retention policy.
+type Retention struct {
+	// TimeMinutes is how long acknowledged messages are kept; -1 is forever.
+	TimeMinutes int `yaml:"timeMinutes"`
+	// SizeMB is how much acknowledged data is kept per topic; -1 is no limit.
+	SizeMB int64 `yaml:"sizeMB"`
+}
+
+// Infinite reports whether the policy keeps everything.
+func (r Retention) Infinite() bool { return r.TimeMinutes == -1 && r.SizeMB == -1 }
+
+// Offload is a namespace's tiered-storage policy. The offloader itself
+// (driver, bucket, endpoint) is the broker's configuration.
+type Offload struct {
+	// ThresholdBytes: once a topic holds more than this in BookKeeper, its
+	// oldest closed segments are offloaded. 0 offloads as soon as possible,
+	// -1 switches automatic offload off.
+	ThresholdBytes int64 `yaml:"thresholdBytes"`
+	// DeletionLagMs is how long BookKeeper keeps a segment after its
+	// offload. Absent: the broker's default.
+	DeletionLagMs *int64 `yaml:"deletionLagMs"`
+}
+
+// Topic declares a topic the manifests do not otherwise create: a ledger
+// topic, or a pipeline topic that needs partitions.
+type Topic struct {
+	// Name is the full topic name, persistent://tenant/namespace/topic.
+	Name string `yaml:"name"`
+	// Partitions: 0 (default) is a non-partitioned topic.
+	Partitions int `yaml:"partitions"`
+}
+
+// Pipeline is a pipeline manifest: the functions of a DAG. Topology comes
+// from each function's inputs and output; views and their sinks are View
+// manifests.
+type Pipeline struct {
+	Kind string `yaml:"kind"`
+	// Name names the pipeline in plan and status output.
+	Name string `yaml:"name"`
+	// Functions are the stages, in any order (deploy orders them).
+	Functions []FunctionRef `yaml:"functions"`
+	// Topics declares partitions of pipeline topics; topics not listed
+	// are created non-partitioned.
+	Topics []Topic `yaml:"topics"`
+
+	Source `yaml:"-"`
+}
+
+// FunctionRef ties a function config file to the Go package of its binary.
+type FunctionRef struct {
+	// Config is the function's config file, relative to the pipeline
+	// manifest: Pulsar's FunctionConfig in YAML, which `pulsar-admin
+	// functions create --function-config-file` accepts as it is.
+	Config string `yaml:"config"`
+	// Binary is the Go package (import path) of the function's main,
+	// built by lint, plan and deploy.
+	Binary string `yaml:"binary"`
+}
+
+// View is a view manifest: the table a view materializes and the sink that
+// writes it.
+type View struct {
+	Kind string `yaml:"kind"`
+	// Name is the view as operations name it (ViewOp.View).
+	Name string `yaml:"name"`
+	// Keyspace is the tenant's keyspace. Default: the tenant's.
+	Keyspace string `yaml:"keyspace"`
+	// Version numbers the view's table: the table is <name>_v<version>.
+	// A new definition of a live view needs a new version (see backfill).
+	// Default 1.
+	Version int `yaml:"version"`
+	// Key lists the key columns in partition-key order.
+	Key []cassandra.KeyColumn `yaml:"key"`
+	// Columns lists the value columns, each with its CQL type and merge rule.
+	Columns []cassandra.ValueColumn `yaml:"columns"`
+	// Sink is the function that applies the view's operations.
+	Sink Sink `yaml:"sink"`
+
+	Source `yaml:"-"`
+}
+
+// Table is the view's table for its version.
+func (v *View) Table() string { return fmt.Sprintf("%s_v%d", v.Name, v.Version) }
+
+// Schema is the table definition the sink receives and deploy creates.
+func (v *View) Schema() cassandra.ViewSchema {
+	return cassandra.ViewSchema{Keyspace: v.Keyspace, Table: v.Table(), View: v.Name, Key: v.Key, Columns: v.Columns}
+}
+
+// Sink is how a view's sink function is deployed.
+type Sink struct {
+	// Input is the view-operation topic the sink consumes.
+	Input string `yaml:"input"`
+	// Binary is the Go package of the sink's main. Default
+	// github.com/foldline/foldline/sinks/cassandra/cmd.
+	Binary string `yaml:"binary"`
+	// Name is the sink function's name. Default <table>-sink, so that a new
+	// table version gets a new function and subscription.
+	Name string `yaml:"name"`
+	// Namespace is where the sink function runs. Default: its input topic's.
+	Namespace string `yaml:"namespace"`
+	// SubName is the sink's subscription. Default: the sink's name.
+	SubName string `yaml:"subName"`
+	// Parallelism is the number of sink instances. Default 1. More than one
+	// needs a key-ordered subscription (userConfig subscriptionType
+	// key_shared) and the sink's row cache off (userConfig row_cache 0).
+	Parallelism int `yaml:"parallelism"`
+	// UserConfig is added to the sink's user config: the sink's settings
+	// (batch_size, consistency, …) and the runtime's (deadLetterTopic,
+	// maxRetries, …). The table definition and Cassandra hosts are filled
+	// in by deploy.
+	UserConfig map[string]any `yaml:"userConfig"`
+}
+
+// DefaultSinkBinary is the package of Foldline's Cassandra sink.
+const DefaultSinkBinary = "github.com/foldline/foldline/sinks/cassandra/cmd"
+
+// Function is a function of a pipeline with its config file read.
+type Function struct {
+	// Binary is the Go package of the function's main.
+	Binary string
+	// Config is the function config as the file gives it.
+	Config utils.FunctionConfig
+	// Pipeline is the name of the pipeline that lists it.
+	Pipeline string
+	// Ref is where the pipeline lists it (field ref.Field).
+	Ref      Source
+	RefField string
+	// Source is the function config file.
+	Source Source
+}
+
+// Set is everything one manifest directory declares.
+type Set struct {
+	Dir       string
+	Tenant    *Tenant
+	Pipelines []*Pipeline
+	Functions []*Function
+	Views     []*View
+}
