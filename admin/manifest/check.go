@@ -44,6 +44,17 @@ func (s *Set) applyDefaults() {
 		if c.ProcessingGuarantees == "" {
 			c.ProcessingGuarantees = "ATLEAST_ONCE"
 		}
+		// Pulsar's own defaults for these are true; pulsaradmin sends every
+		// bool, so a left-out one must become true here, not false.
+		for field, b := range map[string]*bool{
+			"autoAck":                      &c.AutoAck,
+			"cleanupSubscription":          &c.CleanupSubscription,
+			"forwardSourceMessageProperty": &c.ForwardSourceMessageProperty,
+		} {
+			if !f.Source.Has(field) {
+				*b = true
+			}
+		}
 	}
 	for _, v := range s.Views {
 		if v.Keyspace == "" && s.Tenant != nil {

@@ -39,6 +39,13 @@ func (s Source) Line(field string) int {
 	return 1
 }
 
+// Has reports whether the document gave field (a bool left out and one set
+// to false look the same once decoded).
+func (s Source) Has(field string) bool {
+	_, ok := s.lines[field]
+	return ok
+}
+
 // Problem returns a problem located at field of this source.
 func (s Source) Problem(field, format string, args ...any) Problem {
 	return Problem{File: s.File, Line: s.Line(field), Field: field, Message: fmt.Sprintf(format, args...)}

@@ -2,9 +2,9 @@
 // under admin/ and is added here; this file only builds the root and maps
 // errors to exit codes.
 //
-// Exit codes: 0 success, 1 the command failed (cobra's own usage errors, an
-// unknown command or wrong arguments, land here too: it does not type them),
-// 2 a bad flag.
+// Exit codes: see exitcode.Help (admin/internal/exitcode), shown by
+// foldline --help. Cobra's own usage errors (an unknown command, wrong
+// arguments) give 1: it does not type them.
 package main
 
 import (
@@ -14,8 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/gen"
 	"github.com/foldline/foldline/admin/ingest"
+	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/admin/lint"
 )
 
 // usageError marks a command-line mistake (exit code 2).
@@ -28,6 +31,7 @@ func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "foldline",
 		Short:         "Turn a Pulsar ledger of domain events into views in Cassandra",
+		Long:          "Turn a Pulsar ledger of domain events into views in Cassandra.\n\n" + exitcode.Help,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -36,6 +40,10 @@ func newRoot() *cobra.Command {
 	})
 	root.AddCommand(gen.NewCommand())
 	root.AddCommand(ingest.NewCommand())
+	root.AddCommand(lint.NewCommand())
+	root.AddCommand(deploy.NewPlanCommand())
+	root.AddCommand(deploy.NewDeployCommand())
+	root.AddCommand(deploy.NewDestroyCommand())
 	return root
 }
 
@@ -51,7 +59,7 @@ func run() int {
 	fmt.Fprintln(os.Stderr, "foldline:", err)
 	var usage *usageError
 	if errors.As(err, &usage) {
-		return 2
+		return exitcode.Usage
 	}
-	return 1
+	return exitcode.For(err)
 }

@@ -1,0 +1,93 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/admin/internal/pulsarx"
+)
+
+// apply carries out the plan's pending changes in order, announcing each
+// on progress. It stops at the first failure: what was done stays done, and
+// a re-run (or status) shows the rest.
+func apply(ctx context.Context, plan *Plan, progress io.Writer) ([]Change, error) {
+	var done []Change
+	for _, c := range plan.Pending() {
+		fmt.Fprintf(progress, "%s %s %s\n", verb(c.Action), c.Kind, c.Name)
+		if err := c.apply(ctx); err != nil {
+			return done, fmt.Errorf("%s %s %s: %w", verb(c.Action), c.Kind, c.Name, err)
+		}
+		done = append(done, c)
+	}
+	return done, nil
+}
+
+func verb(a Action) string {
+	switch a {
+	case Create:
+		return "creating"
+	case Update:
+		return "updating"
+	case Replace:
+		return "replacing"
+	}
+	return string(a)
+}
+
+// waitRunning polls every function of the plan until each has all its
+// instances running, or the timeout passes (an ErrNotReady error that says
+// which instances are not running and why).
+func waitRunning(ctx context.Context, pulsar *pulsarx.Clients, plan *Plan, timeout time.Duration, progress io.Writer) error {
+	deadline := time.Now().Add(timeout)
+	lastReport := ""
+	for {
+		var waiting []string
+		running, total := 0, 0
+		for _, f := range plan.functions {
+			st := f.Stage
+			total += st.Parallelism
+			status, err := pulsar.Functions.GetFunctionStatusWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+			if err != nil {
+				waiting = append(waiting, fmt.Sprintf("%s: %v", st.Name, err))
+				continue
+			}
+			n := 0
+			var reasons []string
+			for _, inst := range status.Instances {
+				if inst.Status.Running {
+					n++
+				} else if inst.Status.Err != "" {
+					reasons = append(reasons, fmt.Sprintf("instance %d: %s", inst.InstanceID, inst.Status.Err))
+				}
+			}
+			running += min(n, st.Parallelism)
+			if n < st.Parallelism {
+				w := fmt.Sprintf("%s: %d/%d running", st.Name, n, st.Parallelism)
+				if len(reasons) > 0 {
+					w += " (" + strings.Join(reasons, "; ") + ")"
+				}
+				waiting = append(waiting, w)
+			}
+		}
+		if len(waiting) == 0 {
+			fmt.Fprintf(progress, "all %d instances running\n", total)
+			return nil
+		}
+		if report := fmt.Sprintf("waiting for instances: %d/%d running", running, total); report != lastReport {
+			fmt.Fprintln(progress, report)
+			lastReport = report
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting %s for function instances: %s: %w", timeout, strings.Join(waiting, "; "), exitcode.ErrNotReady)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for function instances: %w", ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}

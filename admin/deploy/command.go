@@ -1,0 +1,128 @@
+package deploy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/foldline/foldline/admin/internal/target"
+)
+
+func (o *Options) bind(cmd *cobra.Command, args []string) {
+	o.Dir = target.Dir(args)
+	o.Services = target.Services()
+	o.Out, o.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
+}
+
+// NewPlanCommand returns `foldline plan`.
+func NewPlanCommand() *cobra.Command {
+	var opts Options
+	cmd := &cobra.Command{
+		Use:   "plan [DIR]",
+		Short: "Show what deploy would change on the cluster",
+		Long: `Compare the manifests in DIR (default manifests/) with Pulsar and Cassandra and
+show what deploy would change: + create, ~ update, -/+ replace, = unchanged (with -v),
+! a note about something deploy leaves alone. It builds the function binaries to
+tell whether they changed, and changes nothing.`,
+		Example: "  foldline plan\n  foldline plan -o json --tenant shop-preview",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.bind(cmd, args)
+			asJSON, err := opts.Target.JSON()
+			if err != nil {
+				return err
+			}
+			plan, err := MakePlan(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(opts.Out, plan)
+			}
+			plan.Write(opts.Out, opts.Verbose)
+			return nil
+		},
+	}
+	opts.Target.Register(cmd.Flags())
+	cmd.Flags().BoolVarP(&opts.Verbose, "verbose", "v", false, "also list unchanged resources")
+	return cmd
+}
+
+// NewDeployCommand returns `foldline deploy`.
+func NewDeployCommand() *cobra.Command {
+	var opts Options
+	cmd := &cobra.Command{
+		Use:   "deploy [DIR]",
+		Short: "Create or update the tenant, topics, tables and functions of the manifests",
+		Long: `Bring Pulsar and Cassandra to the manifests in DIR (default manifests/): build the
+function binaries, create or update the tenant, its namespaces and their policies, the
+topics, the keyspace, the view tables and the view registry, then create or update the
+functions and sinks in DAG order (upstream first), and wait until every instance runs.
+Re-running it with nothing changed changes nothing. Progress goes to stderr.`,
+		Example: "  foldline deploy\n  foldline deploy --tenant shop-test --wait 10m",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.bind(cmd, args)
+			asJSON, err := opts.Target.JSON()
+			if err != nil {
+				return err
+			}
+			res, err := Deploy(cmd.Context(), opts)
+			if res != nil {
+				if asJSON {
+					if jsonErr := writeJSON(opts.Out, res); jsonErr != nil && err == nil {
+						err = jsonErr
+					}
+				} else if len(res.Applied) == 0 && err == nil {
+					fmt.Fprintf(opts.Out, "Nothing to change: the cluster matches the manifests (%d resources).\n", res.Plan.Count(Keep))
+				} else {
+					fmt.Fprintf(opts.Out, "Applied %d of %d changes (%s).\n", len(res.Applied), len(res.Plan.Pending()), res.Plan.Summary())
+				}
+			}
+			return err
+		},
+	}
+	opts.Target.Register(cmd.Flags())
+	cmd.Flags().DurationVar(&opts.Wait, "wait", 5*time.Minute, "how long to wait for every instance to run (0: do not wait)")
+	return cmd
+}
+
+// NewDestroyCommand returns `foldline destroy`.
+func NewDestroyCommand() *cobra.Command {
+	var opts DestroyOptions
+	cmd := &cobra.Command{
+		Use:   "destroy [DIR]",
+		Short: "Remove the pipeline's functions and subscriptions (and, with flags, more)",
+		Long: `Remove the functions and sinks of the manifests in DIR (default manifests/),
+downstream first, and their subscriptions. The ledger, topics and tables stay unless
+asked: --tables also drops the views' tables (every version) and their registry
+entries; --purge removes everything deploy created, the ledger included (topics,
+namespaces, tenant, keyspace): meant for throwaway tenants.`,
+		Example: "  foldline destroy\n  foldline destroy --tenant shop-test --purge",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.bind(cmd, args)
+			asJSON, err := opts.Target.JSON()
+			if err != nil {
+				return err
+			}
+			removed, err := Destroy(cmd.Context(), opts)
+			if asJSON {
+				if removed == nil {
+					removed = []string{}
+				}
+				if jsonErr := writeJSON(opts.Out, removed); jsonErr != nil && err == nil {
+					err = jsonErr
+				}
+			} else if err == nil {
+				fmt.Fprintf(opts.Out, "Removed %d resources.\n", len(removed))
+			}
+			return err
+		},
+	}
+	opts.Target.Register(cmd.Flags())
+	cmd.Flags().BoolVar(&opts.Tables, "tables", false, "also drop the views' tables and registry entries")
+	cmd.Flags().BoolVar(&opts.Purge, "purge", false, "remove everything: topics (ledger too), namespaces, tenant, keyspace")
+	return cmd
+}

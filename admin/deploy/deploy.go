@@ -1,0 +1,139 @@
+// Package deploy is `foldline plan`, `foldline deploy` and `foldline
+// destroy`: it compares the manifests with the cluster and brings the
+// cluster to them — tenant, namespaces and their policies, topics, keyspace,
+// view tables and the view registry, then every function and sink in DAG
+// order, upstream first — and waits until every instance runs.
+//
+// Deploy is idempotent: each function's user config carries a fingerprint
+// of its binary and config (foldline.fingerprint), so a re-run with nothing
+// changed changes nothing, and a changed binary or config updates exactly
+// the functions it concerns. Binaries are built with the go command into a
+// cache directory before anything on the cluster changes.
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/admin/internal/cqlx"
+	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/internal/pulsarx"
+	"github.com/foldline/foldline/admin/internal/target"
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/services"
+)
+
+// Options are plan's and deploy's settings.
+type Options struct {
+	// Dir is the manifest directory. Default manifests.
+	Dir    string
+	Target target.Flags
+	// Services are the addresses of Pulsar and Cassandra. Default: from
+	// the environment (FOLDLINE_*), else the local stack's.
+	Services services.Services
+	// CacheDir receives the built binaries. Default gobuild.DefaultCacheDir.
+	CacheDir string
+	// Wait bounds how long deploy waits for every instance to run; 0 does
+	// not wait. Default (command) 5m.
+	Wait time.Duration
+	// Verbose also lists unchanged resources.
+	Verbose bool
+	// Out receives the plan or result; ErrOut progress.
+	Out, ErrOut io.Writer
+}
+
+// Result is what deploy did.
+type Result struct {
+	Plan    *Plan    `json:"plan"`
+	Applied []Change `json:"applied"`
+}
+
+// session is one connection to the cluster with the manifests loaded.
+type session struct {
+	set    *manifest.Set
+	graph  *manifest.Graph
+	pulsar *pulsarx.Clients
+	cql    *gocql.Session
+}
+
+func (s *session) Close() {
+	if s.cql != nil {
+		s.cql.Close()
+	}
+}
+
+func open(opts Options) (*session, error) {
+	set, err := opts.Target.Load(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	graph, problems := set.Graph()
+	if err := problems.Err(); err != nil {
+		return nil, err
+	}
+	pulsar, err := pulsarx.Connect(opts.Services)
+	if err != nil {
+		return nil, err
+	}
+	cql, err := cqlx.Connect(opts.Services)
+	if err != nil {
+		return nil, err
+	}
+	return &session{set: set, graph: graph, pulsar: pulsar, cql: cql}, nil
+}
+
+func (o Options) planner(s *session) *planner {
+	return &planner{
+		set: s.set, graph: s.graph, pulsar: s.pulsar, cql: s.cql,
+		builder:  &gobuild.Builder{Dir: o.Dir, CacheDir: o.CacheDir, Progress: o.ErrOut},
+		hosts:    o.Services.CassandraHost,
+		progress: o.ErrOut,
+	}
+}
+
+// MakePlan returns what deploy would change, changing nothing (it builds
+// the binaries to know whether they changed).
+func MakePlan(ctx context.Context, opts Options) (*Plan, error) {
+	s, err := open(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return opts.planner(s).makePlan(ctx)
+}
+
+// Deploy brings the cluster to the manifests and waits for the instances.
+func Deploy(ctx context.Context, opts Options) (*Result, error) {
+	s, err := open(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	plan, err := opts.planner(s).makePlan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Plan: plan}
+	res.Applied, err = apply(ctx, plan, opts.ErrOut)
+	if err != nil {
+		return res, err
+	}
+	if opts.Wait > 0 {
+		return res, waitRunning(ctx, s.pulsar, plan, opts.Wait, opts.ErrOut)
+	}
+	return res, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package deploy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/manifest"
+)
+
+// Keys deploy adds to every function's user config. The fingerprint covers
+// the binary and the rest of the config, so that comparing it with the
+// deployed function's tells whether an update is needed; the binary's own
+// digest lets plan say what changed.
+const (
+	UserConfigFingerprint = "foldline.fingerprint"
+	UserConfigBinary      = "foldline.binary"
+)
+
+// desiredFunction is a stage as it should run on the cluster.
+type desiredFunction struct {
+	Stage  *manifest.Stage
+	Binary gobuild.Binary
+	Config utils.FunctionConfig
+}
+
+// renderFunctions builds every stage's binary and its function config, in
+// DAG order.
+func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.Stage, builder *gobuild.Builder, cassandraHosts string) ([]desiredFunction, error) {
+	out := make([]desiredFunction, 0, len(order))
+	for _, st := range order {
+		bin, err := builder.Build(ctx, st.Binary)
+		if err != nil {
+			return nil, fmt.Errorf("building function %s: %w", st.Name, err)
+		}
+		conf, err := functionConfig(st, cassandraHosts)
+		if err != nil {
+			return nil, err
+		}
+		conf.UserConfig[UserConfigBinary] = bin.SHA256
+		fp, err := fingerprint(conf)
+		if err != nil {
+			return nil, err
+		}
+		conf.UserConfig[UserConfigFingerprint] = fp
+		out = append(out, desiredFunction{Stage: st, Binary: bin, Config: conf})
+	}
+	return out, nil
+}
+
+// functionConfig is the config a stage is deployed with: the function's
+// config file as is, or, for a sink, one derived from its view with the
+// table definition and Cassandra hosts in the user config.
+func functionConfig(st *manifest.Stage, cassandraHosts string) (utils.FunctionConfig, error) {
+	if st.Function != nil {
+		conf := st.Function.Config
+		conf.UserConfig = maps.Clone(conf.UserConfig)
+		if conf.UserConfig == nil {
+			conf.UserConfig = map[string]any{}
+		}
+		conf.Runtime = utils.GoRuntime
+		return conf, nil
+	}
+	v := st.View
+	uc := map[string]any{"hosts": cassandraHosts}
+	maps.Copy(uc, v.Sink.UserConfig)
+	schema, err := json.Marshal(v.Schema())
+	if err != nil {
+		return utils.FunctionConfig{}, fmt.Errorf("encoding the table definition of view %s: %w", v.Name, err)
+	}
+	var schemaFields map[string]any
+	if err := json.Unmarshal(schema, &schemaFields); err != nil {
+		return utils.FunctionConfig{}, fmt.Errorf("encoding the table definition of view %s: %w", v.Name, err)
+	}
+	maps.Copy(uc, schemaFields)
+	return utils.FunctionConfig{
+		Tenant:                       st.Tenant,
+		Namespace:                    st.Namespace,
+		Name:                         st.Name,
+		Runtime:                      utils.GoRuntime,
+		Inputs:                       st.Inputs,
+		SubName:                      st.SubName,
+		SubscriptionPosition:         "Earliest",
+		CleanupSubscription:          true,
+		AutoAck:                      true,
+		ForwardSourceMessageProperty: true,
+		Parallelism:                  st.Parallelism,
+		ProcessingGuarantees:         "ATLEAST_ONCE",
+		UserConfig:                   uc,
+	}, nil
+}
+
+// fingerprint digests a config (whose user config holds the binary's
+// digest) without its own fingerprint key.
+func fingerprint(conf utils.FunctionConfig) (string, error) {
+	conf.UserConfig = maps.Clone(conf.UserConfig)
+	delete(conf.UserConfig, UserConfigFingerprint)
+	data, err := json.Marshal(conf) // map keys marshal sorted: stable
+	if err != nil {
+		return "", fmt.Errorf("encoding the config of function %s: %w", conf.Name, err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}

@@ -1,0 +1,214 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/admin/internal/pulsarx"
+	"github.com/foldline/foldline/admin/internal/registry"
+)
+
+// DestroyOptions are destroy's settings.
+type DestroyOptions struct {
+	Options
+	// Tables also drops the views' tables (every registered version) and
+	// their registry entries.
+	Tables bool
+	// Purge removes everything the manifests created: also every topic
+	// (the ledger too), the namespaces, the tenant and the keyspace. For
+	// throwaway tenants (tests, previews).
+	Purge bool
+}
+
+// Destroy removes the pipeline: every function and sink of the manifests
+// (downstream first) and their subscriptions; with Tables the view tables;
+// with Purge everything else. It returns what it removed.
+func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
+	s, err := open(opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	t := s.set.Tenant
+	if _, err := s.pulsar.Admin.Tenants().GetWithContext(ctx, t.Name); err != nil {
+		if pulsarx.IsNotFound(err) {
+			return nil, pulsarx.UnknownTenant(t.Name)
+		}
+		return nil, fmt.Errorf("reading tenant %s: %w", t.Name, err)
+	}
+	var removed []string
+	note := func(format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		fmt.Fprintln(opts.ErrOut, line)
+		removed = append(removed, line)
+	}
+	stages := slices.Clone(s.graph.Order)
+	slices.Reverse(stages)
+	for _, st := range stages {
+		err := s.pulsar.Functions.DeleteFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+		switch {
+		case pulsarx.IsNotFound(err):
+		case err != nil:
+			return removed, fmt.Errorf("deleting function %s: %w", st.FullName(), err)
+		default:
+			note("deleted function %s", st.FullName())
+		}
+		for _, in := range st.Inputs {
+			gone, err := deleteSubscription(ctx, s.pulsar, in, st.SubName)
+			if err != nil {
+				return removed, err
+			}
+			if gone {
+				note("deleted subscription %s on %s", st.SubName, in)
+			}
+		}
+	}
+	if opts.Tables || opts.Purge {
+		for _, v := range s.set.Views {
+			tables := []string{v.Table()}
+			entry, err := registry.Get(ctx, s.cql, v.Keyspace, v.Name)
+			if err != nil && !isMissingTable(err) {
+				return removed, err
+			}
+			for _, ver := range entry.Versions {
+				if !slices.Contains(tables, ver.Table) {
+					tables = append(tables, ver.Table)
+				}
+			}
+			for _, table := range tables {
+				if err := s.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %q.%q`, v.Keyspace, table)).WithContext(ctx).Exec(); err != nil {
+					return removed, fmt.Errorf("dropping table %s.%s: %w", v.Keyspace, table, err)
+				}
+				note("dropped table %s.%s", v.Keyspace, table)
+			}
+			if len(entry.Versions) > 0 {
+				if err := registry.Remove(ctx, s.cql, v.Keyspace, v.Name); err != nil {
+					return removed, err
+				}
+			}
+		}
+	}
+	if opts.Purge {
+		more, err := purge(ctx, s.pulsar, s.cql, t.Name, t.Keyspace)
+		for _, line := range more {
+			note("%s", line)
+		}
+		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+// deleteSubscription removes a subscription the function's cleanup left
+// behind. A subscription whose consumers are still closing is refused for
+// a moment; it retries for a while, then forces it.
+func deleteSubscription(ctx context.Context, pulsar *pulsarx.Clients, topic, sub string) (bool, error) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return false, fmt.Errorf("naming topic %s: %w", topic, err)
+	}
+	subs := pulsar.Admin.Subscriptions()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		names, err := subs.ListWithContext(ctx, *tn)
+		if pulsarx.IsNotFound(err) || (err == nil && !slices.Contains(names, sub)) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("listing subscriptions of %s: %w", topic, err)
+		}
+		err = subs.DeleteWithContext(ctx, *tn, sub)
+		if err == nil || pulsarx.IsNotFound(err) {
+			return err == nil, nil
+		}
+		if time.Now().After(deadline) {
+			if err := subs.ForceDeleteWithContext(ctx, *tn, sub); err != nil && !pulsarx.IsNotFound(err) {
+				return false, fmt.Errorf("deleting subscription %s on %s: %w", sub, topic, err)
+			}
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// purge deletes every topic and namespace of tenant, the tenant, and the
+// keyspace.
+func purge(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, tenant, keyspace string) ([]string, error) {
+	var done []string
+	namespaces, err := pulsar.Admin.Namespaces().GetNamespacesWithContext(ctx, tenant)
+	if err != nil {
+		return done, fmt.Errorf("listing namespaces of %s: %w", tenant, err)
+	}
+	for _, full := range namespaces {
+		// Functions the manifests do not declare (a backfill's) would hold
+		// their topics open.
+		tenantName, nsName, _ := strings.Cut(full, "/")
+		names, err := pulsar.Functions.GetFunctionsWithContext(ctx, tenantName, nsName)
+		if err != nil && !pulsarx.IsNotFound(err) {
+			return done, fmt.Errorf("listing functions of %s: %w", full, err)
+		}
+		for _, name := range names {
+			if err := pulsar.Functions.DeleteFunctionWithContext(ctx, tenantName, nsName, name); err != nil && !pulsarx.IsNotFound(err) {
+				return done, fmt.Errorf("deleting function %s/%s: %w", full, name, err)
+			}
+			done = append(done, fmt.Sprintf("deleted function %s/%s", full, name))
+		}
+		ns, err := utils.GetNamespaceName(full)
+		if err != nil {
+			return done, fmt.Errorf("naming namespace %s: %w", full, err)
+		}
+		partitioned, plain, err := pulsar.Admin.Topics().ListWithContext(ctx, *ns)
+		if err != nil {
+			return done, fmt.Errorf("listing topics of %s: %w", full, err)
+		}
+		for _, list := range []struct {
+			names          []string
+			nonPartitioned bool
+		}{{partitioned, false}, {plain, true}} {
+			for _, topic := range list.names {
+				tn, err := utils.GetTopicName(topic)
+				if err != nil {
+					return done, fmt.Errorf("naming topic %s: %w", topic, err)
+				}
+				if list.nonPartitioned && tn.GetPartitionIndex() >= 0 {
+					continue // a partition: goes with its partitioned topic
+				}
+				if err := pulsar.Admin.Topics().DeleteWithContext(ctx, *tn, true, list.nonPartitioned); err != nil && !pulsarx.IsNotFound(err) {
+					return done, fmt.Errorf("deleting topic %s: %w", topic, err)
+				}
+				done = append(done, "deleted topic "+topic)
+			}
+		}
+		if err := pulsar.Admin.Namespaces().DeleteNamespaceWithContext(ctx, full); err != nil && !pulsarx.IsNotFound(err) {
+			return done, fmt.Errorf("deleting namespace %s: %w", full, err)
+		}
+		done = append(done, "deleted namespace "+full)
+	}
+	if err := pulsar.Admin.Tenants().DeleteWithContext(ctx, tenant); err != nil && !pulsarx.IsNotFound(err) {
+		return done, fmt.Errorf("deleting tenant %s: %w", tenant, err)
+	}
+	done = append(done, "deleted tenant "+tenant)
+	if err := cql.Query(fmt.Sprintf(`DROP KEYSPACE IF EXISTS %q`, keyspace)).WithContext(ctx).Exec(); err != nil {
+		return done, fmt.Errorf("dropping keyspace %s: %w", keyspace, err)
+	}
+	return append(done, "dropped keyspace "+keyspace), nil
+}
+
+// isMissingTable reports whether a CQL error says the keyspace or table is
+// not there (a registry that was never created).
+func isMissingTable(err error) bool {
+	var reqErr gocql.RequestError
+	return errors.As(err, &reqErr) && reqErr.Code() == gocql.ErrCodeInvalid
+}

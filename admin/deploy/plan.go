@@ -1,0 +1,611 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/internal/pulsarx"
+	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/sinks/cassandra"
+)
+
+// Action says what deploy does to one resource.
+type Action string
+
+// The actions of a plan.
+const (
+	Create Action = "create"
+	Update Action = "update"
+	// Replace deletes and recreates (a function whose subscription name
+	// changed: Pulsar refuses to alter it).
+	Replace Action = "replace"
+	// Keep: the resource is as the manifests say.
+	Keep Action = "keep"
+	// Note: something deploy leaves alone but the user should know.
+	Note Action = "note"
+)
+
+// Change is one step of a plan.
+type Change struct {
+	Action Action `json:"action"`
+	// Kind is tenant, namespace, topic, keyspace, table, view or function.
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Details say what differs, one item per field.
+	Details []string `json:"details,omitempty"`
+
+	apply func(ctx context.Context) error
+}
+
+// Plan is what deploy would do, in the order it would do it.
+type Plan struct {
+	Tenant   string   `json:"tenant"`
+	Keyspace string   `json:"keyspace"`
+	Changes  []Change `json:"changes"`
+
+	functions []desiredFunction
+}
+
+// Pending returns the changes that do something.
+func (p *Plan) Pending() []Change {
+	var out []Change
+	for _, c := range p.Changes {
+		if c.Action != Keep && c.Action != Note {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Count returns how many changes have action a.
+func (p *Plan) Count(a Action) int {
+	n := 0
+	for _, c := range p.Changes {
+		if c.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+// Summary is one line: n to create, n to update, n unchanged.
+func (p *Plan) Summary() string {
+	return fmt.Sprintf("%d to create, %d to update, %d to replace, %d unchanged",
+		p.Count(Create), p.Count(Update), p.Count(Replace), p.Count(Keep))
+}
+
+var actionSigns = map[Action]string{Create: "+", Update: "~", Replace: "-/+", Keep: "=", Note: "!"}
+
+// Write prints the plan readably: one line per change, details indented;
+// unchanged resources only when verbose.
+func (p *Plan) Write(w io.Writer, verbose bool) {
+	fmt.Fprintf(w, "tenant %s, keyspace %s\n", p.Tenant, p.Keyspace)
+	for _, c := range p.Changes {
+		if c.Action == Keep && !verbose {
+			continue
+		}
+		fmt.Fprintf(w, "  %-3s %s %s\n", actionSigns[c.Action], c.Kind, c.Name)
+		for _, d := range c.Details {
+			fmt.Fprintf(w, "        %s\n", d)
+		}
+	}
+	if len(p.Pending()) == 0 {
+		fmt.Fprintf(w, "No changes: the cluster matches the manifests (%d resources).\n", p.Count(Keep))
+		return
+	}
+	fmt.Fprintln(w, p.Summary()+".")
+}
+
+// planner compares the manifests with the cluster.
+type planner struct {
+	set      *manifest.Set
+	graph    *manifest.Graph
+	pulsar   *pulsarx.Clients
+	cql      *gocql.Session
+	builder  *gobuild.Builder
+	hosts    string
+	progress io.Writer
+	plan     *Plan
+}
+
+func (pl *planner) add(c Change) { pl.plan.Changes = append(pl.plan.Changes, c) }
+
+// makePlan observes the cluster and lists the changes, upstream first:
+// tenant, namespaces, topics, keyspace, tables, views, functions.
+func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
+	t := pl.set.Tenant
+	pl.plan = &Plan{Tenant: t.Name, Keyspace: t.Keyspace}
+	tenantExists, err := pl.planTenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := pl.planNamespaces(ctx, tenantExists); err != nil {
+		return nil, err
+	}
+	if err := pl.planTopics(ctx, tenantExists); err != nil {
+		return nil, err
+	}
+	if err := pl.planKeyspace(ctx); err != nil {
+		return nil, err
+	}
+	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts)
+	if err != nil {
+		return nil, err
+	}
+	pl.plan.functions = functions
+	for _, f := range functions {
+		if err := pl.planFunction(ctx, f, tenantExists); err != nil {
+			return nil, err
+		}
+	}
+	if err := pl.planStrayFunctions(ctx, tenantExists); err != nil {
+		return nil, err
+	}
+	return pl.plan, nil
+}
+
+func (pl *planner) planTenant(ctx context.Context) (bool, error) {
+	t := pl.set.Tenant
+	clusters := t.AllowedClusters
+	if len(clusters) == 0 {
+		var err error
+		clusters, err = pl.pulsar.Admin.Clusters().ListWithContext(ctx)
+		if err != nil {
+			return false, fmt.Errorf("listing Pulsar clusters: %w", err)
+		}
+	}
+	want := utils.TenantData{Name: t.Name, AllowedClusters: clusters, AdminRoles: t.AdminRoles}
+	have, err := pl.pulsar.Admin.Tenants().GetWithContext(ctx, t.Name)
+	switch {
+	case pulsarx.IsNotFound(err):
+		pl.add(Change{Action: Create, Kind: "tenant", Name: t.Name, Details: []string{"allowed clusters " + strings.Join(clusters, ", ")},
+			apply: func(ctx context.Context) error { return pl.pulsar.Admin.Tenants().CreateWithContext(ctx, want) }})
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading tenant %s: %w", t.Name, err)
+	}
+	var details []string
+	if len(t.AllowedClusters) > 0 && !sameSet(have.AllowedClusters, t.AllowedClusters) {
+		details = append(details, fmt.Sprintf("allowed clusters %v → %v", have.AllowedClusters, t.AllowedClusters))
+	}
+	if len(t.AdminRoles) > 0 && !sameSet(have.AdminRoles, t.AdminRoles) {
+		details = append(details, fmt.Sprintf("admin roles %v → %v", have.AdminRoles, t.AdminRoles))
+	}
+	if len(details) == 0 {
+		pl.add(Change{Action: Keep, Kind: "tenant", Name: t.Name})
+		return true, nil
+	}
+	if len(t.AllowedClusters) == 0 {
+		want.AllowedClusters = have.AllowedClusters
+	}
+	pl.add(Change{Action: Update, Kind: "tenant", Name: t.Name, Details: details,
+		apply: func(ctx context.Context) error { return pl.pulsar.Admin.Tenants().UpdateWithContext(ctx, want) }})
+	return true, nil
+}
+
+func (pl *planner) planNamespaces(ctx context.Context, tenantExists bool) error {
+	t := pl.set.Tenant
+	existing := map[string]bool{}
+	if tenantExists {
+		names, err := pl.pulsar.Admin.Namespaces().GetNamespacesWithContext(ctx, t.Name)
+		if err != nil {
+			return fmt.Errorf("listing namespaces of tenant %s: %w", t.Name, err)
+		}
+		for _, n := range names {
+			existing[n] = true
+		}
+	}
+	for _, ns := range t.Namespaces {
+		full := t.Name + "/" + ns.Name
+		var have *utils.Policies
+		if existing[full] {
+			p, err := pl.pulsar.Admin.Namespaces().GetPoliciesWithContext(ctx, full)
+			if err != nil {
+				return fmt.Errorf("reading policies of namespace %s: %w", full, err)
+			}
+			have = p
+		}
+		steps, details := pl.namespaceSteps(full, ns, have)
+		switch {
+		case have == nil:
+			create := func(ctx context.Context) error {
+				if err := pl.pulsar.Admin.Namespaces().CreateNamespaceWithContext(ctx, full); err != nil && !pulsarx.IsConflict(err) {
+					return err
+				}
+				return runAll(ctx, steps)
+			}
+			pl.add(Change{Action: Create, Kind: "namespace", Name: full, Details: details, apply: create})
+		case len(steps) == 0:
+			pl.add(Change{Action: Keep, Kind: "namespace", Name: full})
+		default:
+			pl.add(Change{Action: Update, Kind: "namespace", Name: full, Details: details,
+				apply: func(ctx context.Context) error { return runAll(ctx, steps) }})
+		}
+	}
+	return nil
+}
+
+// namespaceSteps returns the policy changes that bring have (nil for a new
+// namespace) to ns, and their descriptions.
+func (pl *planner) namespaceSteps(full string, ns manifest.Namespace, have *utils.Policies) ([]func(context.Context) error, []string) {
+	admin := pl.pulsar.Admin.Namespaces()
+	nsName, _ := utils.GetNamespaceName(full)
+	var steps []func(context.Context) error
+	var details []string
+	if have == nil {
+		have = &utils.Policies{}
+	}
+	var retention utils.RetentionPolicies
+	if have.RetentionPolicies != nil {
+		retention = *have.RetentionPolicies
+	}
+	want := utils.RetentionPolicies{RetentionTimeInMinutes: ns.Retention.TimeMinutes, RetentionSizeInMB: ns.Retention.SizeMB}
+	if retention != want {
+		details = append(details, fmt.Sprintf("retention %s → %s", describeRetention(retention), describeRetention(want)))
+		steps = append(steps, func(ctx context.Context) error { return admin.SetRetentionWithContext(ctx, full, want) })
+	}
+	dedup := have.DeduplicationEnabled != nil && *have.DeduplicationEnabled
+	if have.DeduplicationEnabled == nil || dedup != ns.Deduplication {
+		details = append(details, fmt.Sprintf("deduplication %s → %s", onOff(have.DeduplicationEnabled), onOff(&ns.Deduplication)))
+		steps = append(steps, func(ctx context.Context) error {
+			return admin.SetDeduplicationStatusWithContext(ctx, full, ns.Deduplication)
+		})
+	}
+	if o := ns.Offload; o != nil {
+		if have.OffloadThreshold != o.ThresholdBytes {
+			details = append(details, fmt.Sprintf("offload threshold %d → %d bytes", have.OffloadThreshold, o.ThresholdBytes))
+			steps = append(steps, func(ctx context.Context) error {
+				return admin.SetOffloadThresholdWithContext(ctx, *nsName, o.ThresholdBytes)
+			})
+		}
+		if o.DeletionLagMs != nil && (have.OffloadDeletionLagMs == nil || *have.OffloadDeletionLagMs != *o.DeletionLagMs) {
+			details = append(details, fmt.Sprintf("offload deletion lag → %d ms", *o.DeletionLagMs))
+			steps = append(steps, func(ctx context.Context) error {
+				return admin.SetOffloadDeleteLagWithContext(ctx, *nsName, *o.DeletionLagMs)
+			})
+		}
+	}
+	return steps, details
+}
+
+func describeRetention(r utils.RetentionPolicies) string {
+	part := func(v int64, unit string) string {
+		switch v {
+		case -1:
+			return "forever"
+		case 0:
+			return "none"
+		}
+		return fmt.Sprintf("%d %s", v, unit)
+	}
+	return fmt.Sprintf("time %s, size %s", part(int64(r.RetentionTimeInMinutes), "min"), part(r.RetentionSizeInMB, "MB"))
+}
+
+func onOff(b *bool) string {
+	switch {
+	case b == nil:
+		return "unset"
+	case *b:
+		return "on"
+	}
+	return "off"
+}
+
+func (pl *planner) planTopics(ctx context.Context, tenantExists bool) error {
+	partitions := map[string]int{}
+	for _, t := range pl.set.Tenant.Ledger {
+		partitions[t.Name] = t.Partitions
+	}
+	for _, p := range pl.set.Pipelines {
+		for _, t := range p.Topics {
+			partitions[t.Name] = t.Partitions
+		}
+	}
+	existing := map[string]int{} // topic → partitions (0 non-partitioned)
+	if tenantExists {
+		for _, ns := range pl.set.Tenant.Namespaces {
+			nsName, err := utils.GetNameSpaceName(pl.set.Tenant.Name, ns.Name)
+			if err != nil {
+				return fmt.Errorf("naming namespace %s: %w", ns.Name, err)
+			}
+			partitioned, plain, err := pl.pulsar.Admin.Topics().ListWithContext(ctx, *nsName)
+			if err != nil && !pulsarx.IsNotFound(err) {
+				return fmt.Errorf("listing topics of namespace %s: %w", nsName, err)
+			}
+			for _, t := range plain {
+				existing[t] = 0
+			}
+			for _, t := range partitioned {
+				existing[t] = -1 // partition count read below when needed
+			}
+		}
+	}
+	for _, topic := range pl.graph.Topics() {
+		want := partitions[topic]
+		have, ok := existing[topic]
+		tn, err := utils.GetTopicName(topic)
+		if err != nil {
+			return fmt.Errorf("naming topic %s: %w", topic, err)
+		}
+		if !ok {
+			detail := "non-partitioned"
+			if want > 0 {
+				detail = fmt.Sprintf("%d partitions", want)
+			}
+			pl.add(Change{Action: Create, Kind: "topic", Name: topic, Details: []string{detail},
+				apply: func(ctx context.Context) error {
+					err := pl.pulsar.Admin.Topics().CreateWithContext(ctx, *tn, want)
+					if pulsarx.IsConflict(err) {
+						return nil // auto-created meanwhile by a producer or consumer
+					}
+					return err
+				}})
+			continue
+		}
+		if have == -1 {
+			meta, err := pl.pulsar.Admin.Topics().GetMetadataWithContext(ctx, *tn)
+			if err != nil {
+				return fmt.Errorf("reading partitions of topic %s: %w", topic, err)
+			}
+			have = meta.Partitions
+		}
+		if have != want {
+			pl.add(Change{Action: Note, Kind: "topic", Name: topic,
+				Details: []string{fmt.Sprintf("has %d partitions, the manifests want %d: left alone (repartitioning a topic changes its order)", have, want)}})
+			continue
+		}
+		pl.add(Change{Action: Keep, Kind: "topic", Name: topic})
+	}
+	return nil
+}
+
+func (pl *planner) planKeyspace(ctx context.Context) error {
+	t := pl.set.Tenant
+	ks := t.Keyspace
+	var replication map[string]string
+	err := pl.cql.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).WithContext(ctx).Scan(&replication)
+	keyspaceExists := err == nil
+	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
+		return fmt.Errorf("reading keyspace %s: %w", ks, err)
+	}
+	tables := map[string]bool{}
+	if keyspaceExists {
+		iter := pl.cql.Query(`SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?`, ks).WithContext(ctx).Iter()
+		var name string
+		for iter.Scan(&name) {
+			tables[name] = true
+		}
+		if err := iter.Close(); err != nil {
+			return fmt.Errorf("listing tables of keyspace %s: %w", ks, err)
+		}
+	}
+	repl := cassandra.Replication(t.Replication)
+	if !keyspaceExists {
+		pl.add(Change{Action: Create, Kind: "keyspace", Name: ks, Details: []string{"replication " + fmt.Sprint(map[string]string(repl))},
+			apply: func(ctx context.Context) error {
+				return pl.cql.Query(cassandra.ViewSchema{Keyspace: ks}.KeyspaceCQL(repl)).WithContext(ctx).Exec()
+			}})
+	} else {
+		pl.add(Change{Action: Keep, Kind: "keyspace", Name: ks})
+	}
+	if !tables[registry.Table] {
+		pl.add(Change{Action: Create, Kind: "table", Name: ks + "." + registry.Table, Details: []string{"the view registry: active table of each view"},
+			apply: func(ctx context.Context) error { return registry.Ensure(ctx, pl.cql, ks) }})
+	} else {
+		pl.add(Change{Action: Keep, Kind: "table", Name: ks + "." + registry.Table})
+	}
+	for _, v := range pl.set.Views {
+		if err := pl.planView(ctx, v, tables[v.Table()], tables[registry.Table]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (pl *planner) planView(ctx context.Context, v *manifest.View, tableExists, registryExists bool) error {
+	schema := v.Schema()
+	repl := cassandra.Replication(pl.set.Tenant.Replication)
+	name := schema.Keyspace + "." + schema.Table
+	ensure := func(ctx context.Context) error { return cassandra.EnsureSchema(ctx, pl.cql, schema, repl) }
+	if !tableExists {
+		cols := make([]string, 0, len(schema.Columns))
+		for _, c := range schema.Columns {
+			cols = append(cols, fmt.Sprintf("%s %s (%s)", c.Name, c.Type, c.Merge))
+		}
+		pl.add(Change{Action: Create, Kind: "table", Name: name, Details: []string{"columns " + strings.Join(cols, ", ")}, apply: ensure})
+	} else {
+		// EnsureSchema checks an existing table and changes nothing; a
+		// mismatch fails the plan here rather than half-way through deploy.
+		if err := ensure(ctx); err != nil {
+			return fmt.Errorf("checking table %s against view %s (%s): %w", name, v.Name, v.File, err)
+		}
+		pl.add(Change{Action: Keep, Kind: "table", Name: name})
+	}
+	definition, err := json.Marshal(schema)
+	if err != nil {
+		return fmt.Errorf("encoding the definition of view %s: %w", v.Name, err)
+	}
+	entry := registry.Entry{View: v.Name}
+	if registryExists {
+		if entry, err = registry.Get(ctx, pl.cql, schema.Keyspace, v.Name); err != nil {
+			return err
+		}
+	}
+	registered := slices.ContainsFunc(entry.Versions, func(ver registry.Version) bool { return ver.Table == schema.Table })
+	register := func(ctx context.Context) error {
+		_, err := registry.Register(ctx, pl.cql, schema.Keyspace, v.Name, schema.Table, string(definition))
+		return err
+	}
+	switch {
+	case registered && entry.ActiveTable == schema.Table:
+		pl.add(Change{Action: Keep, Kind: "view", Name: v.Name})
+	case registered:
+		pl.add(Change{Action: Note, Kind: "view", Name: v.Name,
+			Details: []string{fmt.Sprintf("active table is %s; %s is registered but not active (a backfill switches it)", entry.ActiveTable, schema.Table)}})
+	case entry.ActiveTable == "":
+		pl.add(Change{Action: Create, Kind: "view", Name: v.Name, Details: []string{"active table " + schema.Table}, apply: register})
+	default:
+		pl.add(Change{Action: Create, Kind: "view", Name: v.Name, apply: register,
+			Details: []string{fmt.Sprintf("register %s as building; %s stays active until a backfill switches it", schema.Table, entry.ActiveTable)}})
+	}
+	return nil
+}
+
+func (pl *planner) planFunction(ctx context.Context, f desiredFunction, tenantExists bool) error {
+	st := f.Stage
+	fns := pl.pulsar.Functions
+	create := func(ctx context.Context) error {
+		conf := f.Config
+		return fns.CreateFuncWithContext(ctx, &conf, f.Binary.Path)
+	}
+	summary := fmt.Sprintf("%s, binary %s, parallelism %d, reads %s", st.Kind, short(f.Binary.SHA256), st.Parallelism, strings.Join(st.Inputs, ", "))
+	if !tenantExists {
+		pl.add(Change{Action: Create, Kind: "function", Name: st.FullName(), Details: []string{summary}, apply: create})
+		return nil
+	}
+	have, err := fns.GetFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+	switch {
+	case pulsarx.IsNotFound(err):
+		pl.add(Change{Action: Create, Kind: "function", Name: st.FullName(), Details: []string{summary}, apply: create})
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading function %s: %w", st.FullName(), err)
+	}
+	if fmt.Sprint(have.UserConfig[UserConfigFingerprint]) == f.Config.UserConfig[UserConfigFingerprint] {
+		pl.add(Change{Action: Keep, Kind: "function", Name: st.FullName()})
+		return nil
+	}
+	details := configDifferences(have, f.Config)
+	if have.SubName != "" && have.SubName != f.Config.SubName {
+		pl.add(Change{Action: Replace, Kind: "function", Name: st.FullName(), Details: details,
+			apply: func(ctx context.Context) error {
+				if err := fns.DeleteFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name); err != nil && !pulsarx.IsNotFound(err) {
+					return err
+				}
+				return create(ctx)
+			}})
+		return nil
+	}
+	pl.add(Change{Action: Update, Kind: "function", Name: st.FullName(), Details: details,
+		apply: func(ctx context.Context) error {
+			conf := f.Config
+			return fns.UpdateFunctionWithContext(ctx, &conf, f.Binary.Path, utils.NewUpdateOptions())
+		}})
+	return nil
+}
+
+// planStrayFunctions notes functions running in the tenant's namespaces
+// that no manifest declares: deploy leaves them alone (a backfill's new
+// versions run next to the live ones), destroy does not know them.
+func (pl *planner) planStrayFunctions(ctx context.Context, tenantExists bool) error {
+	if !tenantExists {
+		return nil
+	}
+	declared := map[string]bool{}
+	for _, f := range pl.plan.functions {
+		declared[f.Stage.FullName()] = true
+	}
+	for _, ns := range pl.set.Tenant.Namespaces {
+		names, err := pl.pulsar.Functions.GetFunctionsWithContext(ctx, pl.set.Tenant.Name, ns.Name)
+		if err != nil {
+			if pulsarx.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("listing functions of namespace %s/%s: %w", pl.set.Tenant.Name, ns.Name, err)
+		}
+		for _, name := range names {
+			full := pl.set.Tenant.Name + "/" + ns.Name + "/" + name
+			if !declared[full] {
+				pl.add(Change{Action: Note, Kind: "function", Name: full, Details: []string{"runs but no manifest declares it: left alone"}})
+			}
+		}
+	}
+	return nil
+}
+
+// configDifferences describes how a deployed config differs from the
+// wanted one, field by field (only fields the wanted config sets).
+func configDifferences(have, want utils.FunctionConfig) []string {
+	var details []string
+	if hb, wb := fmt.Sprint(have.UserConfig[UserConfigBinary]), fmt.Sprint(want.UserConfig[UserConfigBinary]); hb != wb {
+		details = append(details, fmt.Sprintf("binary %s → %s", short(hb), short(wb)))
+	}
+	haveFields, wantFields := asFields(have), asFields(want)
+	for _, key := range slices.Sorted(maps.Keys(wantFields)) {
+		if key == "userConfig" {
+			continue
+		}
+		if !reflect.DeepEqual(haveFields[key], wantFields[key]) {
+			details = append(details, fmt.Sprintf("%s %s → %s", key, compact(haveFields[key]), compact(wantFields[key])))
+		}
+	}
+	haveUC, _ := haveFields["userConfig"].(map[string]any)
+	wantUC, _ := wantFields["userConfig"].(map[string]any)
+	for _, key := range slices.Sorted(maps.Keys(wantUC)) {
+		if key == UserConfigBinary || key == UserConfigFingerprint {
+			continue
+		}
+		if !reflect.DeepEqual(haveUC[key], wantUC[key]) {
+			details = append(details, fmt.Sprintf("userConfig.%s %s → %s", key, compact(haveUC[key]), compact(wantUC[key])))
+		}
+	}
+	if len(details) == 0 {
+		details = append(details, "deployed by another tool or version: redeploy to record the fingerprint")
+	}
+	return details
+}
+
+// asFields turns a config into its JSON fields, so that values compare
+// the same whichever side decoded them.
+func asFields(c utils.FunctionConfig) map[string]any {
+	data, _ := json.Marshal(c)
+	var m map[string]any
+	_ = json.Unmarshal(data, &m)
+	return m
+}
+
+func compact(v any) string {
+	if v == nil {
+		return "(none)"
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(data)
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+func runAll(ctx context.Context, steps []func(context.Context) error) error {
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}

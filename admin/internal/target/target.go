@@ -1,0 +1,69 @@
+// Package target is what the cluster commands (plan, deploy, destroy,
+// status, views) share: the manifest directory argument, the --tenant and
+// --keyspace overrides that let tests and previews deploy the same
+// manifests under another name, and the service addresses.
+package target
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/services"
+)
+
+// Flags are the shared flags.
+type Flags struct {
+	// Tenant replaces the manifests' tenant (and renames its topics).
+	Tenant string
+	// Keyspace replaces the manifests' keyspace. Default: the manifests'
+	// keyspace, or, with --tenant, a keyspace named after the tenant.
+	Keyspace string
+	// Output is text or json.
+	Output string
+}
+
+// Register adds the flags to fs.
+func (f *Flags) Register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.Tenant, "tenant", "", "deploy under this tenant instead of the manifests' (topics follow)")
+	fs.StringVar(&f.Keyspace, "keyspace", "", "use this Cassandra keyspace (default: the manifests', or the tenant's name with --tenant)")
+	fs.StringVarP(&f.Output, "output", "o", "text", "output format: text or json")
+}
+
+// JSON reports whether -o json was asked for; it checks the value.
+func (f *Flags) JSON() (bool, error) {
+	switch f.Output {
+	case "text":
+		return false, nil
+	case "json":
+		return true, nil
+	}
+	return false, fmt.Errorf("-o %q: want text or json", f.Output)
+}
+
+// Dir returns the directory argument or the default.
+func Dir(args []string) string {
+	if len(args) > 0 {
+		return args[0]
+	}
+	return manifest.DefaultDir
+}
+
+// Load reads and checks the manifests and applies the overrides.
+func (f *Flags) Load(dir string) (*manifest.Set, error) {
+	set, err := manifest.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading manifests (run foldline lint %s for details):\n%w", dir, err)
+	}
+	keyspace := f.Keyspace
+	if keyspace == "" && f.Tenant != "" {
+		keyspace = manifest.KeyspaceFor(f.Tenant)
+	}
+	set.Retarget(f.Tenant, keyspace)
+	return set, nil
+}
+
+// Services returns the service addresses (FOLDLINE_* environment variables
+// or the local stack's defaults).
+func Services() services.Services { return services.FromEnv() }
