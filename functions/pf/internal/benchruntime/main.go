@@ -1,0 +1,408 @@
+// Command benchruntime measures the Foldline runtime against its limit and
+// its peer, in one run on the local stack (scripts/bench-runtime runs it):
+// messages per second and peak resident memory of
+//
+//   - a plain pulsar-client-go consume→produce loop (the limit), run as a
+//     child process of this command;
+//   - the identity example function (functions/examples/identity) deployed
+//     under the functions worker with pulsar-admin functions create --go;
+//   - the stock Java ExclamationFunction from the distribution's
+//     examples/api-examples.jar, deployed under the same worker.
+//
+// Each contender gets its own input topic, prefilled with n keyed messages
+// carrying properties, and subscribes at Earliest; the rate is taken over
+// the outputs after the first fifth (warm-up), as seen by a reader. It is a
+// benchmark, not a test: it asserts nothing.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
+)
+
+type options struct {
+	n          int
+	size       int
+	serviceURL string
+	adminURL   string
+	pulsarHome string
+	repoRoot   string
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "loop" {
+		if err := plainLoop(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "loop:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	home, _ := os.UserHomeDir()
+	var o options
+	flag.IntVar(&o.n, "n", 200_000, "messages per contender")
+	flag.IntVar(&o.size, "size", 100, "payload bytes")
+	flag.StringVar(&o.serviceURL, "pulsar-url", envOr("FOLDLINE_PULSAR_URL", "pulsar://127.0.0.1:6650"), "broker URL")
+	flag.StringVar(&o.adminURL, "admin-url", envOr("FOLDLINE_PULSAR_ADMIN_URL", "http://127.0.0.1:8080"), "admin URL")
+	flag.StringVar(&o.pulsarHome, "pulsar-home", envOr("FOLDLINE_PULSAR_HOME", filepath.Join(home, ".cache", "foldline", "apache-pulsar-4.0.8")), "Pulsar distribution")
+	flag.StringVar(&o.repoRoot, "repo", ".", "checkout root")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := bench(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-runtime:", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func quietLogger() pulsarlog.Logger {
+	return pulsarlog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+}
+
+// contender is one thing measured: start deploys or starts it and returns
+// how to find its process and how to stop it.
+type contender struct {
+	name  string
+	start func(ctx context.Context, in, out string) (pid func() int, stop func(), err error)
+}
+
+type result struct {
+	name  string
+	rate  float64
+	rssMB float64
+	err   error
+}
+
+func bench(ctx context.Context, o options) error {
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: o.serviceURL, Logger: quietLogger()})
+	if err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+	defer client.Close()
+	ns := fmt.Sprintf("public/pfbench-%d", rand.IntN(1_000_000))
+	if err := adminDo(o, "PUT", "/admin/v2/namespaces/"+ns); err != nil {
+		return fmt.Errorf("creating namespace %s: %w", ns, err)
+	}
+	defer cleanUp(o, ns)
+
+	tmp, err := os.MkdirTemp("", "bench-runtime")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	identity := filepath.Join(tmp, "identity")
+	build := exec.CommandContext(ctx, "go", "build", "-o", identity, "./functions/examples/identity")
+	build.Dir, build.Stdout, build.Stderr = o.repoRoot, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building the identity example: %w", err)
+	}
+
+	contenders := []contender{
+		{name: "plain pulsar-client-go loop (limit)", start: func(ctx context.Context, in, out string) (func() int, func(), error) {
+			cmd := exec.CommandContext(ctx, self, "loop", o.serviceURL, in, out)
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				return nil, nil, err
+			}
+			return func() int { return cmd.Process.Pid }, func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }, nil
+		}},
+		{name: "Foldline identity under the worker", start: func(ctx context.Context, in, out string) (func() int, func(), error) {
+			return deploy(ctx, o, ns, "identity", in, out, []string{"--go", identity}, "/pulsar_functions/"+ns+"/identity/")
+		}},
+		{name: "Java ExclamationFunction under the worker (peer)", start: func(ctx context.Context, in, out string) (func() int, func(), error) {
+			return deploy(ctx, o, ns, "exclamation", in, out, []string{
+				"--jar", filepath.Join(o.pulsarHome, "examples", "api-examples.jar"),
+				"--classname", "org.apache.pulsar.functions.api.examples.ExclamationFunction",
+			}, `"namespace":"`+strings.Split(ns, "/")[1]+`"`)
+		}},
+	}
+	var results []result
+	for i, c := range contenders {
+		in, out := fmt.Sprintf("persistent://%s/in-%d", ns, i), fmt.Sprintf("persistent://%s/out-%d", ns, i)
+		fmt.Fprintf(os.Stderr, "==> %s: prefilling %d messages\n", c.name, o.n)
+		if err := prefill(ctx, client, in, o.n, o.size); err != nil {
+			return err
+		}
+		r := measure(ctx, client, c, in, out, o.n)
+		if r.err != nil {
+			fmt.Fprintf(os.Stderr, "    %s: %v\n", c.name, r.err)
+		} else {
+			fmt.Fprintf(os.Stderr, "    %.0f msg/s, peak RSS %.0f MB\n", r.rate, r.rssMB)
+		}
+		results = append(results, r)
+	}
+	printTable(results, o)
+	return nil
+}
+
+func printTable(results []result, o options) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "contender\tmsg/s\tpeak RSS MB\tvs limit\tvs peer\n")
+	limit, peer := results[0].rate, results[len(results)-1].rate
+	for _, r := range results {
+		if r.err != nil {
+			fmt.Fprintf(w, "%s\tfailed: %v\t\t\t\n", r.name, r.err)
+			continue
+		}
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%s\t%s\n", r.name, r.rate, r.rssMB, ratio(r.rate, limit), ratio(r.rate, peer))
+	}
+	fmt.Fprintf(w, "(%d messages of %d bytes each, keyed, with properties; rate over the last 80%%)\n", o.n, o.size)
+	w.Flush()
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func prefill(ctx context.Context, client pulsar.Client, topic string, n, size int) error {
+	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, BatchingMaxPublishDelay: 10 * time.Millisecond})
+	if err != nil {
+		return fmt.Errorf("creating producer for %s: %w", topic, err)
+	}
+	defer p.Close()
+	payload := []byte(strings.Repeat("x", size))
+	var failed atomic.Pointer[error]
+	for i := range n {
+		p.SendAsync(ctx, &pulsar.ProducerMessage{
+			Payload: payload, Key: "entity-" + strconv.Itoa(i%1000),
+			Properties: map[string]string{"type": "bench"},
+		}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				failed.Store(&err)
+			}
+		})
+	}
+	if err := p.FlushWithCtx(ctx); err != nil {
+		return fmt.Errorf("prefilling %s: %w", topic, err)
+	}
+	if e := failed.Load(); e != nil {
+		return fmt.Errorf("prefilling %s: %w", topic, *e)
+	}
+	return nil
+}
+
+// measure starts c, reads its n outputs and samples its resident memory.
+func measure(ctx context.Context, client pulsar.Client, c contender, in, out string, n int) result {
+	r := result{name: c.name}
+	reader, err := client.Subscribe(pulsar.ConsumerOptions{
+		Topic: out, SubscriptionName: "bench-reader", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		ReceiverQueueSize: 5000,
+	})
+	if err != nil {
+		r.err = fmt.Errorf("subscribing to %s: %w", out, err)
+		return r
+	}
+	defer reader.Close()
+	pid, stop, err := c.start(ctx, in, out)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	defer stop()
+
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	var peakRSS atomic.Int64
+	go sampleRSS(ctx, pid, &peakRSS)
+
+	warm := n / 5
+	var start time.Time
+	for i := 0; i < n; i++ {
+		if _, err := reader.Receive(ctx); err != nil {
+			r.err = fmt.Errorf("after %d of %d outputs: %w", i, n, err)
+			return r
+		}
+		if i == warm {
+			start = time.Now()
+		}
+	}
+	r.rate = float64(n-1-warm) / time.Since(start).Seconds()
+	r.rssMB = float64(peakRSS.Load()) / 1024
+	return r
+}
+
+// sampleRSS keeps the peak VmRSS (kB) of the process pid() reports.
+func sampleRSS(ctx context.Context, pid func() int, peak *atomic.Int64) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if kb := rssKB(pid()); kb > peak.Load() {
+			peak.Store(kb)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func rssKB(pid int) int64 {
+	if pid <= 0 {
+		return 0
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb
+		}
+	}
+	return 0
+}
+
+// deploy creates a function with the distribution's pulsar-admin and finds
+// its instance process by a marker in its command line.
+func deploy(ctx context.Context, o options, ns, name, in, out string, kind []string, marker string) (func() int, func(), error) {
+	tenant, namespace, _ := strings.Cut(ns, "/")
+	args := append([]string{"functions", "create", "--tenant", tenant, "--namespace", namespace, "--name", name,
+		"--inputs", in, "--output", out, "--subs-position", "Earliest"}, kind...)
+	if err := pulsarAdmin(ctx, o, args...); err != nil {
+		return nil, nil, err
+	}
+	var pid atomic.Int64
+	go func() {
+		for ctx.Err() == nil && pid.Load() == 0 {
+			pid.Store(int64(findProcess(marker)))
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	stop := func() {
+		_ = adminDo(o, "DELETE", "/admin/v3/functions/"+ns+"/"+name)
+	}
+	return func() int { return int(pid.Load()) }, stop, nil
+}
+
+func pulsarAdmin(ctx context.Context, o options, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(o.pulsarHome, "bin", "pulsar-admin"), append([]string{"--admin-url", o.adminURL}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pulsar-admin %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func findProcess(marker string) int {
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), marker) {
+			return pid
+		}
+	}
+	return 0
+}
+
+func adminDo(o options, method, path string) error {
+	req, err := http.NewRequest(method, o.adminURL+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
+	}
+	return nil
+}
+
+// cleanUp deletes the namespace's functions' topics and the namespace.
+func cleanUp(o options, ns string) {
+	time.Sleep(5 * time.Second) // let the worker stop the instances it was told to delete
+	req, _ := http.NewRequest("GET", o.adminURL+"/admin/v2/namespaces/"+ns+"/topics", nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		var b strings.Builder
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			b.WriteString(sc.Text())
+		}
+		resp.Body.Close()
+		for _, t := range strings.Split(strings.Trim(b.String(), "[]"), ",") {
+			t = strings.Trim(t, `"`)
+			if t != "" {
+				_ = adminDo(o, "DELETE", "/admin/v2/"+strings.Replace(t, "://", "/", 1)+"?force=true")
+			}
+		}
+	}
+	if err := adminDo(o, "DELETE", "/admin/v2/namespaces/"+ns); err != nil {
+		fmt.Fprintln(os.Stderr, "cleaning up:", err)
+	}
+}
+
+// plainLoop is the limit: consume, produce with the same key and
+// properties, acknowledge once the send is confirmed.
+func plainLoop(args []string) error {
+	if len(args) != 3 {
+		return errors.New("usage: loop <service-url> <in> <out>")
+	}
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: args[0], Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	consumer, err := client.Subscribe(pulsar.ConsumerOptions{
+		Topic: args[1], SubscriptionName: "bench-loop", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+	})
+	if err != nil {
+		return err
+	}
+	defer consumer.Close()
+	producer, err := client.CreateProducer(pulsar.ProducerOptions{Topic: args[2], BatchingMaxPublishDelay: 10 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	defer producer.Close()
+	for cm := range consumer.Chan() {
+		msg := cm.Message
+		producer.SendAsync(context.Background(), &pulsar.ProducerMessage{
+			Payload: msg.Payload(), Key: msg.Key(), Properties: msg.Properties(), EventTime: msg.EventTime(),
+		}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err == nil {
+				_ = consumer.Ack(msg)
+			}
+		})
+	}
+	return nil
+}
