@@ -215,6 +215,18 @@ func (pl *planner) planNamespaces(ctx context.Context, tenantExists bool) error 
 			if err != nil {
 				return fmt.Errorf("reading policies of namespace %s: %w", full, err)
 			}
+			// Pulsar 4 keeps offload settings in the namespace's offload
+			// policies, not in the legacy fields GetPolicies fills: ask the
+			// dedicated endpoints.
+			nsName, _ := utils.GetNamespaceName(full)
+			if p.OffloadThreshold, err = pl.pulsar.Admin.Namespaces().GetOffloadThresholdWithContext(ctx, *nsName); err != nil {
+				return fmt.Errorf("reading offload threshold of namespace %s: %w", full, err)
+			}
+			lag, err := pl.pulsar.Admin.Namespaces().GetOffloadDeleteLagWithContext(ctx, *nsName)
+			if err != nil {
+				return fmt.Errorf("reading offload deletion lag of namespace %s: %w", full, err)
+			}
+			p.OffloadDeletionLagMs = &lag
 			have = p
 		}
 		steps, details := pl.namespaceSteps(full, ns, have)

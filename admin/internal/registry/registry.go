@@ -49,13 +49,13 @@ type Entry struct {
 // CreateCQL is the statement that creates the registry in keyspace.
 func CreateCQL(keyspace string) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %q.%q (
-  view text,
+  view_name text,
   table_name text,
   active_table text STATIC,
   state text,
   definition text,
   created_at timestamp,
-  PRIMARY KEY ((view), table_name))`, keyspace, Table)
+  PRIMARY KEY ((view_name), table_name))`, keyspace, Table)
 }
 
 // Ensure creates the registry table when absent.
@@ -98,10 +98,10 @@ func Register(ctx context.Context, s *gocql.Session, keyspace, view, table, defi
 	if entry.ActiveTable == "" {
 		state = StateActive
 	}
-	q := fmt.Sprintf(`UPDATE %q.%q SET state = ?, definition = ?, created_at = ? WHERE view = ? AND table_name = ?`, keyspace, Table)
+	q := fmt.Sprintf(`UPDATE %q.%q SET state = ?, definition = ?, created_at = ? WHERE view_name = ? AND table_name = ?`, keyspace, Table)
 	args := []any{state, definition, time.Now(), view, table}
 	if state == StateActive {
-		q = fmt.Sprintf(`UPDATE %q.%q SET active_table = ?, state = ?, definition = ?, created_at = ? WHERE view = ? AND table_name = ?`, keyspace, Table)
+		q = fmt.Sprintf(`UPDATE %q.%q SET active_table = ?, state = ?, definition = ?, created_at = ? WHERE view_name = ? AND table_name = ?`, keyspace, Table)
 		args = append([]any{table}, args...)
 	}
 	if err := s.Query(q, args...).WithContext(ctx).Exec(); err != nil {
@@ -126,10 +126,10 @@ func List(ctx context.Context, s *gocql.Session, keyspace string) ([]Entry, erro
 }
 
 func list(ctx context.Context, s *gocql.Session, keyspace, view string) ([]Entry, error) {
-	q := fmt.Sprintf(`SELECT view, table_name, active_table, state, definition, created_at FROM %q.%q`, keyspace, Table)
+	q := fmt.Sprintf(`SELECT view_name, table_name, active_table, state, definition, created_at FROM %q.%q`, keyspace, Table)
 	var args []any
 	if view != "" {
-		q += ` WHERE view = ?`
+		q += ` WHERE view_name = ?`
 		args = append(args, view)
 	}
 	iter := s.Query(q, args...).WithContext(ctx).Iter()
@@ -153,7 +153,7 @@ func list(ctx context.Context, s *gocql.Session, keyspace, view string) ([]Entry
 
 // Remove forgets view entirely (its tables are the caller's to drop).
 func Remove(ctx context.Context, s *gocql.Session, keyspace, view string) error {
-	q := fmt.Sprintf(`DELETE FROM %q.%q WHERE view = ?`, keyspace, Table)
+	q := fmt.Sprintf(`DELETE FROM %q.%q WHERE view_name = ?`, keyspace, Table)
 	if err := s.Query(q, view).WithContext(ctx).Exec(); err != nil {
 		return fmt.Errorf("removing view %s from the registry: %w", view, err)
 	}
