@@ -19,6 +19,8 @@ import (
 	"github.com/foldline/foldline/admin/ingest"
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/lint"
+	"github.com/foldline/foldline/admin/status"
+	"github.com/foldline/foldline/admin/views"
 )
 
 // usageError marks a command-line mistake (exit code 2).
@@ -44,6 +46,8 @@ func newRoot() *cobra.Command {
 	root.AddCommand(deploy.NewPlanCommand())
 	root.AddCommand(deploy.NewDeployCommand())
 	root.AddCommand(deploy.NewDestroyCommand())
+	root.AddCommand(status.NewCommand())
+	root.AddCommand(views.NewCommand())
 	return root
 }
 

@@ -1,0 +1,399 @@
+// Package status is `foldline status`: the deployed DAG as a table, upstream
+// first — each stage's instances (running, restarts, processed, errors),
+// each subscription's backlog and rate, and each view's freshness (the
+// newest event applied to it and when its sink last applied anything). It
+// reads the manifests for the DAG and the cluster for the rest, so a stage
+// the manifests declare but the cluster lacks shows as not deployed.
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/gocql/gocql"
+	"github.com/spf13/cobra"
+
+	"github.com/foldline/foldline/admin/internal/cqlx"
+	"github.com/foldline/foldline/admin/internal/pulsarx"
+	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/internal/target"
+	"github.com/foldline/foldline/admin/internal/viewscan"
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/services"
+)
+
+// Options are status's settings.
+type Options struct {
+	// Dir is the manifest directory (for the DAG). Default manifests.
+	Dir      string
+	Target   target.Flags
+	Services services.Services
+	// Now is the clock for ages. Default time.Now.
+	Now         func() time.Time
+	Out, ErrOut io.Writer
+}
+
+// Report is the status of one tenant's pipeline.
+type Report struct {
+	Tenant   string        `json:"tenant"`
+	Keyspace string        `json:"keyspace"`
+	Stages   []StageStatus `json:"stages"`
+	Views    []ViewStatus  `json:"views"`
+}
+
+// StageStatus is one function or sink.
+type StageStatus struct {
+	Name     string `json:"name"`
+	FullName string `json:"fullName"`
+	Kind     string `json:"kind"`
+	// Upstream names the stages that write this one's inputs.
+	Upstream []string `json:"upstream"`
+	Deployed bool     `json:"deployed"`
+	// Instances is the wanted parallelism; Running how many run.
+	Instances int `json:"instances"`
+	Running   int `json:"running"`
+	// Totals over the instances.
+	Restarts  int64 `json:"restarts"`
+	Received  int64 `json:"received"`
+	Processed int64 `json:"processed"`
+	// Errors counts user and system exceptions.
+	Errors        int64                `json:"errors"`
+	InstanceList  []InstanceStatus     `json:"instanceList"`
+	Subscriptions []SubscriptionStatus `json:"subscriptions"`
+}
+
+// InstanceStatus is one instance of a stage.
+type InstanceStatus struct {
+	ID        int    `json:"id"`
+	Running   bool   `json:"running"`
+	Restarts  int64  `json:"restarts"`
+	Processed int64  `json:"processed"`
+	Errors    int64  `json:"errors"`
+	Error     string `json:"error,omitempty"`
+}
+
+// SubscriptionStatus is a stage's subscription on one input topic.
+type SubscriptionStatus struct {
+	Topic        string `json:"topic"`
+	Subscription string `json:"subscription"`
+	Exists       bool   `json:"exists"`
+	// Backlog is how many messages wait to be acknowledged.
+	Backlog int64 `json:"backlog"`
+	// RateOut is the messages per second delivered lately.
+	RateOut float64 `json:"rateOut"`
+	// LastAcked is when a consumer last acknowledged, zero if never.
+	LastAcked time.Time `json:"lastAcked,omitzero"`
+}
+
+// ViewStatus is one view's freshness.
+type ViewStatus struct {
+	View     string `json:"view"`
+	Keyspace string `json:"keyspace"`
+	// Table is the active table; ManifestTable the manifests' version.
+	Table         string `json:"table"`
+	ManifestTable string `json:"manifestTable"`
+	Rows          int64  `json:"rows"`
+	// NewestEvent is the latest event time applied to the table (zero when
+	// the view has no time column); AgeSeconds its age.
+	NewestEvent time.Time `json:"newestEvent,omitzero"`
+	AgeSeconds  *float64  `json:"ageSeconds,omitempty"`
+	// LastApplied is when the sink last acknowledged an operation; Backlog
+	// the operations waiting for it.
+	LastApplied time.Time `json:"lastApplied,omitzero"`
+	Backlog     int64     `json:"backlog"`
+	Error       string    `json:"error,omitempty"`
+}
+
+// NewCommand returns `foldline status`.
+func NewCommand() *cobra.Command {
+	var opts Options
+	cmd := &cobra.Command{
+		Use:   "status [DIR]",
+		Short: "Show the deployed pipeline: instances, backlogs, view freshness",
+		Long: `Show the pipeline of the manifests in DIR (default manifests/) as deployed: each
+stage upstream first with its instances (running/wanted, restarts, processed, errors),
+each subscription's backlog and rate, and each view's active table, row count and
+freshness (the newest event applied, and when its sink last applied anything).`,
+		Example: "  foldline status\n  foldline status -o json --tenant shop-test",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Dir = target.Dir(args)
+			opts.Services = target.Services()
+			opts.Out, opts.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			asJSON, err := opts.Target.JSON()
+			if err != nil {
+				return err
+			}
+			report, err := Get(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(opts.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(report)
+			}
+			report.Write(opts.Out, opts.now())
+			return nil
+		},
+	}
+	opts.Target.Register(cmd.Flags())
+	return cmd
+}
+
+func (o Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+// Get gathers the report. An unknown tenant is an exitcode.ErrNotFound error.
+func Get(ctx context.Context, opts Options) (*Report, error) {
+	set, err := opts.Target.Load(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	graph, problems := set.Graph()
+	if err := problems.Err(); err != nil {
+		return nil, err
+	}
+	pulsar, err := pulsarx.Connect(opts.Services)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pulsar.Admin.Tenants().GetWithContext(ctx, set.Tenant.Name); err != nil {
+		if pulsarx.IsNotFound(err) {
+			return nil, pulsarx.UnknownTenant(set.Tenant.Name)
+		}
+		return nil, fmt.Errorf("reading tenant %s: %w", set.Tenant.Name, err)
+	}
+	cql, err := cqlx.Connect(opts.Services)
+	if err != nil {
+		return nil, err
+	}
+	defer cql.Close()
+	report := &Report{Tenant: set.Tenant.Name, Keyspace: set.Tenant.Keyspace}
+	sinks := map[*manifest.View]StageStatus{}
+	for _, st := range graph.Order {
+		s, err := stageStatus(ctx, pulsar, graph, st)
+		if err != nil {
+			return nil, err
+		}
+		report.Stages = append(report.Stages, s)
+		if st.View != nil {
+			sinks[st.View] = s
+		}
+	}
+	now := opts.now()
+	for _, v := range set.Views {
+		report.Views = append(report.Views, viewStatus(ctx, cql, v, sinks[v], now))
+	}
+	return report, nil
+}
+
+func stageStatus(ctx context.Context, pulsar *pulsarx.Clients, graph *manifest.Graph, st *manifest.Stage) (StageStatus, error) {
+	s := StageStatus{Name: st.Name, FullName: st.FullName(), Kind: string(st.Kind), Instances: st.Parallelism, Upstream: []string{}}
+	for _, up := range graph.Upstream(st) {
+		s.Upstream = append(s.Upstream, up.Name)
+	}
+	for _, in := range st.Inputs {
+		if graph.Ledger[in] {
+			s.Upstream = append(s.Upstream, "ledger")
+		}
+	}
+	status, err := pulsar.Functions.GetFunctionStatusWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+	switch {
+	case pulsarx.IsNotFound(err):
+	case err != nil:
+		return s, fmt.Errorf("reading status of function %s: %w", st.FullName(), err)
+	default:
+		s.Deployed = true
+		for _, inst := range status.Instances {
+			d := inst.Status
+			errs := d.NumUserExceptions + d.NumSystemExceptions
+			s.InstanceList = append(s.InstanceList, InstanceStatus{
+				ID: inst.InstanceID, Running: d.Running, Restarts: d.NumRestarts,
+				Processed: d.NumSuccessfullyProcessed, Errors: errs, Error: d.Err,
+			})
+			if d.Running {
+				s.Running++
+			}
+			s.Restarts += d.NumRestarts
+			s.Received += d.NumReceived
+			s.Processed += d.NumSuccessfullyProcessed
+			s.Errors += errs
+		}
+	}
+	for _, in := range st.Inputs {
+		sub, err := subscriptionStatus(ctx, pulsar, in, st.SubName)
+		if err != nil {
+			return s, err
+		}
+		s.Subscriptions = append(s.Subscriptions, sub)
+	}
+	return s, nil
+}
+
+func subscriptionStatus(ctx context.Context, pulsar *pulsarx.Clients, topic, sub string) (SubscriptionStatus, error) {
+	s := SubscriptionStatus{Topic: topic, Subscription: sub}
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return s, fmt.Errorf("naming topic %s: %w", topic, err)
+	}
+	var subs map[string]utils.SubscriptionStats
+	stats, err := pulsar.Admin.Topics().GetStatsWithContext(ctx, *tn)
+	if err == nil {
+		subs = stats.Subscriptions
+	} else if pulsarx.IsNotFound(err) {
+		// Perhaps partitioned: the partitioned stats add up the partitions.
+		pstats, perr := pulsar.Admin.Topics().GetPartitionedStatsWithContext(ctx, *tn, false)
+		switch {
+		case pulsarx.IsNotFound(perr):
+			return s, nil
+		case perr != nil:
+			return s, fmt.Errorf("reading stats of topic %s: %w", topic, perr)
+		}
+		subs = pstats.Subscriptions
+	} else {
+		return s, fmt.Errorf("reading stats of topic %s: %w", topic, err)
+	}
+	if st, ok := subs[sub]; ok {
+		s.Exists = true
+		s.Backlog = st.MsgBacklog
+		s.RateOut = st.MsgRateOut
+		if st.LastAckedTimestamp > 0 {
+			s.LastAcked = time.UnixMilli(st.LastAckedTimestamp).UTC()
+		}
+	}
+	return s, nil
+}
+
+func viewStatus(ctx context.Context, cql *gocql.Session, v *manifest.View, sink StageStatus, now time.Time) ViewStatus {
+	schema := v.Schema()
+	vs := ViewStatus{View: v.Name, Keyspace: v.Keyspace, Table: schema.Table, ManifestTable: schema.Table}
+	for _, sub := range sink.Subscriptions {
+		vs.Backlog += sub.Backlog
+		if sub.LastAcked.After(vs.LastApplied) {
+			vs.LastApplied = sub.LastAcked
+		}
+	}
+	// The registry names the active table; a view not registered yet (not
+	// deployed) has no table to read.
+	entry, err := registry.Get(ctx, cql, v.Keyspace, v.Name)
+	if err != nil || entry.ActiveTable == "" {
+		vs.Table = ""
+		if err != nil {
+			vs.Error = err.Error()
+		}
+		return vs
+	}
+	vs.Table = entry.ActiveTable
+	schema.Table = entry.ActiveTable
+	for _, ver := range entry.Versions {
+		if ver.Table == entry.ActiveTable && ver.Definition != "" {
+			_ = json.Unmarshal([]byte(ver.Definition), &schema) // the manifests' columns are the fallback
+		}
+	}
+	sum, err := viewscan.Scan(ctx, cql, schema)
+	if err != nil {
+		vs.Error = err.Error()
+		return vs
+	}
+	vs.Rows = sum.Rows
+	if !sum.NewestEvent.IsZero() {
+		vs.NewestEvent = sum.NewestEvent
+		age := now.Sub(sum.NewestEvent).Seconds()
+		vs.AgeSeconds = &age
+	}
+	return vs
+}
+
+// Write prints the report as two tables: stages upstream first, then views.
+func (r *Report) Write(w io.Writer, now time.Time) {
+	fmt.Fprintf(w, "tenant %s, keyspace %s\n\n", r.Tenant, r.Keyspace)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STAGE\tKIND\tAFTER\tRUNNING\tRESTARTS\tPROCESSED\tERRORS\tSUBSCRIPTION\tBACKLOG\tRATE/s")
+	for _, s := range r.Stages {
+		running := fmt.Sprintf("%d/%d", s.Running, s.Instances)
+		if !s.Deployed {
+			running = "not deployed"
+		}
+		after := strings.Join(s.Upstream, ",")
+		for i, sub := range s.Subscriptions {
+			backlog := fmt.Sprint(sub.Backlog)
+			if !sub.Exists {
+				backlog = "no subscription"
+			}
+			subName := sub.Subscription + "@" + shortTopic(sub.Topic)
+			if i == 0 {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f\n", s.Name, s.Kind, after, running, s.Restarts, s.Processed, s.Errors, subName, backlog, sub.RateOut)
+			} else {
+				fmt.Fprintf(tw, "\t\t\t\t\t\t\t%s\t%s\t%.1f\n", subName, backlog, sub.RateOut)
+			}
+		}
+		for _, inst := range s.InstanceList {
+			if inst.Error != "" || !inst.Running {
+				fmt.Fprintf(tw, "  instance %d\t\t\t%s\t%d\t%d\t%d\t%s\t\t\n", inst.ID, runningWord(inst.Running), inst.Restarts, inst.Processed, inst.Errors, inst.Error)
+			}
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VIEW\tTABLE\tROWS\tBACKLOG\tNEWEST EVENT\tAGE\tLAST APPLIED")
+	for _, v := range r.Views {
+		table := v.Keyspace + "." + v.Table
+		if v.Table == "" {
+			table = "not deployed"
+		}
+		newest, age := "-", "-"
+		if !v.NewestEvent.IsZero() {
+			newest = v.NewestEvent.Format(time.RFC3339)
+			age = humanAge(now.Sub(v.NewestEvent))
+		}
+		applied := "never"
+		if !v.LastApplied.IsZero() {
+			applied = humanAge(now.Sub(v.LastApplied)) + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", v.View, table, v.Rows, v.Backlog, newest, age, applied)
+		if v.Error != "" {
+			fmt.Fprintf(tw, "  error\t%s\t\t\t\t\t\n", v.Error)
+		}
+	}
+	tw.Flush()
+}
+
+func runningWord(running bool) string {
+	if running {
+		return "running"
+	}
+	return "stopped"
+}
+
+// shortTopic drops the persistent://tenant/ prefix.
+func shortTopic(topic string) string {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return topic
+	}
+	return strings.TrimPrefix(tn.GetNamespace(), tn.GetTenant()+"/") + "/" + tn.GetLocalName()
+}
+
+func humanAge(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	case d < 48*time.Hour:
+		return d.Round(time.Minute).String()
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}

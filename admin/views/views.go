@@ -1,0 +1,150 @@
+// Package views is `foldline views`: each view of a keyspace with its active
+// table (from the view registry that deploy writes and a backfill switches),
+// its other table versions, and the active table's row count.
+package views
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/foldline/foldline/admin/internal/cqlx"
+	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/internal/target"
+	"github.com/foldline/foldline/admin/internal/viewscan"
+	"github.com/foldline/foldline/internal/services"
+	"github.com/foldline/foldline/sinks/cassandra"
+)
+
+// Options are views's settings.
+type Options struct {
+	// Dir is the manifest directory, read for the keyspace when
+	// Target.Keyspace is empty. Default manifests.
+	Dir         string
+	Target      target.Flags
+	Services    services.Services
+	Out, ErrOut io.Writer
+}
+
+// View is one view's line of output.
+type View struct {
+	View     string `json:"view"`
+	Keyspace string `json:"keyspace"`
+	// Table is the active table.
+	Table string `json:"table"`
+	Rows  int64  `json:"rows"`
+	// Versions are every table of the view with its state (active,
+	// building, retired).
+	Versions []Version `json:"versions"`
+}
+
+// Version is one table version of a view.
+type Version struct {
+	Table string `json:"table"`
+	State string `json:"state"`
+}
+
+// NewCommand returns `foldline views`.
+func NewCommand() *cobra.Command {
+	var opts Options
+	cmd := &cobra.Command{
+		Use:   "views [DIR]",
+		Short: "List the views: keyspace, active table, row count",
+		Long: `List the views registered in the tenant's keyspace (from the manifests in DIR,
+default manifests/, or --keyspace) with their active table, row count and other
+table versions. With -o json: an array of objects with view, keyspace, table (the
+active one), rows and versions.`,
+		Example: "  foldline views\n  foldline views --keyspace shop -o json",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Dir = target.Dir(args)
+			opts.Services = target.Services()
+			opts.Out, opts.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			asJSON, err := opts.Target.JSON()
+			if err != nil {
+				return err
+			}
+			list, err := List(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(opts.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(list)
+			}
+			tw := tabwriter.NewWriter(opts.Out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "VIEW\tKEYSPACE\tTABLE\tROWS\tVERSIONS")
+			for _, v := range list {
+				versions := ""
+				for i, ver := range v.Versions {
+					if i > 0 {
+						versions += ", "
+					}
+					versions += ver.Table + " (" + ver.State + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", v.View, v.Keyspace, v.Table, v.Rows, versions)
+			}
+			return tw.Flush()
+		},
+	}
+	opts.Target.Register(cmd.Flags())
+	return cmd
+}
+
+// List returns the registered views. A keyspace without a registry is an
+// exitcode.ErrNotFound error.
+func List(ctx context.Context, opts Options) ([]View, error) {
+	keyspace := opts.Target.Keyspace
+	if keyspace == "" {
+		set, err := opts.Target.Load(opts.Dir)
+		if err != nil {
+			return nil, err
+		}
+		keyspace = set.Tenant.Keyspace
+	}
+	cql, err := cqlx.Connect(opts.Services)
+	if err != nil {
+		return nil, err
+	}
+	defer cql.Close()
+	exists, err := registry.Exists(ctx, cql, keyspace)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, fmt.Errorf("keyspace %s has no views (no %s table): deploy the manifests first with foldline deploy: %w", keyspace, registry.Table, exitcode.ErrNotFound)
+	}
+	entries, err := registry.List(ctx, cql, keyspace)
+	if err != nil {
+		return nil, err
+	}
+	list := []View{}
+	for _, e := range entries {
+		v := View{View: e.View, Keyspace: keyspace, Table: e.ActiveTable, Versions: []Version{}}
+		var schema cassandra.ViewSchema
+		for _, ver := range e.Versions {
+			v.Versions = append(v.Versions, Version{Table: ver.Table, State: ver.State})
+			if ver.Table == e.ActiveTable {
+				if err := json.Unmarshal([]byte(ver.Definition), &schema); err != nil {
+					return nil, fmt.Errorf("reading the registered definition of %s.%s: %w", keyspace, ver.Table, err)
+				}
+			}
+		}
+		if e.ActiveTable != "" {
+			schema.Keyspace, schema.Table = keyspace, e.ActiveTable
+			sum, err := viewscan.Scan(ctx, cql, schema)
+			if err != nil {
+				return nil, err
+			}
+			v.Rows = sum.Rows
+		}
+		list = append(list, v)
+	}
+	return list, nil
+}
