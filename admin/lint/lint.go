@@ -27,6 +27,8 @@ type Options struct {
 	SkipBuild bool
 	// JSON prints the problems as a JSON array instead of lines.
 	JSON bool
+	// CacheDir receives the built binaries. Default gobuild.DefaultCacheDir.
+	CacheDir string
 	// Out receives the problems; ErrOut progress.
 	Out, ErrOut io.Writer
 }
@@ -73,7 +75,7 @@ func checkOutput(output string) error {
 // Run lints opts.Dir and prints the problems. It returns an error that is
 // manifest.ErrInvalid when there are problems.
 func Run(ctx context.Context, opts Options) error {
-	problems, err := Check(ctx, opts.Dir, !opts.SkipBuild, opts.ErrOut)
+	problems, err := Check(ctx, opts.Dir, !opts.SkipBuild, opts.CacheDir, opts.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -101,8 +103,8 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 // Check returns every problem of the manifests in dir, sorted; with build
-// it also builds every binary. The error is for a directory it cannot read.
-func Check(ctx context.Context, dir string, build bool, progress io.Writer) (manifest.Problems, error) {
+// it also builds every binary (into cacheDir, "" for the default). The error is for a directory it cannot read.
+func Check(ctx context.Context, dir string, build bool, cacheDir string, progress io.Writer) (manifest.Problems, error) {
 	set, err := manifest.Load(dir)
 	var problems manifest.Problems
 	switch {
@@ -111,15 +113,15 @@ func Check(ctx context.Context, dir string, build bool, progress io.Writer) (man
 		return nil, err
 	}
 	if build && set != nil {
-		problems = append(problems, buildAll(ctx, set, progress)...)
+		problems = append(problems, buildAll(ctx, set, cacheDir, progress)...)
 	}
 	return problems.Sorted(), nil
 }
 
 // buildAll builds each stage's binary and reports the ones that fail at the
 // manifest field that names them.
-func buildAll(ctx context.Context, set *manifest.Set, progress io.Writer) manifest.Problems {
-	builder := &gobuild.Builder{Dir: set.Dir, Progress: progress}
+func buildAll(ctx context.Context, set *manifest.Set, cacheDir string, progress io.Writer) manifest.Problems {
+	builder := &gobuild.Builder{Dir: set.Dir, CacheDir: cacheDir, Progress: progress}
 	var problems manifest.Problems
 	failed := map[string]string{}
 	for _, st := range set.Stages() {

@@ -147,7 +147,11 @@ func (l *loader) resolveFunctions() {
 			file := filepath.Join(filepath.Dir(p.File), ref.Config)
 			node, ok := l.plain[file]
 			if !ok {
-				l.problems = append(l.problems, p.Problem(field+".config", "%s is not a function config file in %s (a YAML file without kind)", file, l.set.Dir))
+				if _, err := os.Stat(file); err != nil {
+					l.problems = append(l.problems, p.Problem(field+".config", "%s does not exist", file))
+				} else {
+					l.problems = append(l.problems, p.Problem(field+".config", "%s is not a function config file (it has a kind)", file))
+				}
 				continue
 			}
 			if l.used[file] {

@@ -1,0 +1,271 @@
+package manifest_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/testenv"
+)
+
+// edit changes one file of a copy of the shop manifests: old → new, or,
+// with old empty, writes new as the whole file.
+type edit struct{ file, old, new string }
+
+// wantProblem is a problem expected at the line of the file that contains
+// at (in the edited copy).
+type wantProblem struct {
+	file, at, field, message string
+}
+
+func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
+	cases := []struct {
+		name  string
+		edits []edit
+		want  []wantProblem
+	}{
+		{
+			name: "the shop manifests are valid",
+		},
+		{
+			name:  "unknown field",
+			edits: []edit{{"tenant.yaml", "keyspace: shop", "keyspace: shop\nkeyspaces: other"}},
+			want:  []wantProblem{{"tenant.yaml", "keyspaces: other", "keyspaces", "unknown field"}},
+		},
+		{
+			name:  "wrong type",
+			edits: []edit{{"functions/validate.yaml", "parallelism: 1", "parallelism: two"}},
+			want:  []wantProblem{{"functions/validate.yaml", "parallelism: two", "parallelism", `want a whole number, found the string "two"`}},
+		},
+		{
+			name:  "every problem of several files at once",
+			edits: []edit{{"tenant.yaml", "deduplication: true", "deduplication: yes please"}, {"views/product_sales.yaml", "version: 1", "version: [1]"}},
+			want: []wantProblem{
+				{"tenant.yaml", "deduplication: yes please", "namespaces[0].deduplication", "want a boolean"},
+				{"views/product_sales.yaml", "version: [1]", "version", "want a whole number, found a list"},
+			},
+		},
+		{
+			name:  "topic read that nothing writes",
+			edits: []edit{{"functions/user-activity.yaml", "  - persistent://shop/pipeline/valid", "  - persistent://shop/pipeline/nowhere"}},
+			want:  []wantProblem{{"functions/user-activity.yaml", "pipeline/nowhere", "inputs[0]", "nothing writes persistent://shop/pipeline/nowhere"}},
+		},
+		{
+			name:  "cycle",
+			edits: []edit{{"functions/validate.yaml", "  - persistent://shop/ledger/events", "  - persistent://shop/ledger/events\n  - persistent://shop/pipeline/purchases"}},
+			want:  []wantProblem{{"functions/purchases.yaml", "inputs:", "inputs", "cycle: purchases → validate → purchases"}},
+		},
+		{
+			name:  "two writers of one view",
+			edits: []edit{{"functions/product-sales.yaml", "output: persistent://shop/pipeline/product-sales-ops", "output: persistent://shop/pipeline/user-activity-ops"}},
+			want: []wantProblem{
+				{"views/user_activity.yaml", "input:", "sink.input", "view user_activity has 2 writers (user-activity, product-sales)"},
+				{"views/product_sales.yaml", "input:", "sink.input", "nothing writes persistent://shop/pipeline/product-sales-ops"},
+			},
+		},
+		{
+			name:  "view column without merge rule",
+			edits: []edit{{"views/user_activity.yaml", "{name: last_url, type: text, merge: set}", "{name: last_url, type: text}"}},
+			want:  []wantProblem{{"views/user_activity.yaml", "name: last_url", "columns[5].merge", "column last_url has no merge rule"}},
+		},
+		{
+			name:  "view column with an unknown CQL type",
+			edits: []edit{{"views/product_sales.yaml", "{name: units, type: bigint, merge: add}", "{name: units, type: bignum, merge: add}"}},
+			want:  []wantProblem{{"views/product_sales.yaml", "name: units", "columns[0].type", `"bignum": not one of`}},
+		},
+		{
+			name:  "a function writes the ledger",
+			edits: []edit{{"functions/purchases.yaml", "output: persistent://shop/pipeline/purchases", "output: persistent://shop/ledger/events"}},
+			want: []wantProblem{
+				{"functions/purchases.yaml", "output:", "output", "is a ledger topic: only ingest writes the ledger"},
+				{"functions/purchases.yaml", "inputs:", "inputs", "cycle: purchases → validate → purchases"},
+				{"functions/product-sales.yaml", "pipeline/purchases", "inputs[0]", "nothing writes persistent://shop/pipeline/purchases"},
+			},
+		},
+		{
+			name:  "topic in an undeclared namespace",
+			edits: []edit{{"functions/validate.yaml", "output: persistent://shop/pipeline/valid", "output: persistent://shop/elsewhere/valid"}},
+			want:  []wantProblem{{"functions/validate.yaml", "output:", "output", "namespace elsewhere, which the tenant manifest"}},
+		},
+		{
+			name:  "retries the worker refuses for Go functions",
+			edits: []edit{{"functions/purchases.yaml", "parallelism: 1", "parallelism: 1\nmaxMessageRetries: 3"}},
+			want:  []wantProblem{{"functions/purchases.yaml", "maxMessageRetries", "maxMessageRetries", "set userConfig.maxRetries instead"}},
+		},
+		{
+			name:  "YAML file that is neither a manifest nor named by a pipeline",
+			edits: []edit{{"functions/stray.yaml", "", "name: stray\n"}},
+			want:  []wantProblem{{"functions/stray.yaml", "name: stray", "kind", "name this file as a function config in a pipeline"}},
+		},
+		{
+			name:  "pipeline names a missing config file",
+			edits: []edit{{"pipeline.yaml", "config: functions/purchases.yaml", "config: functions/purchase.yaml"}},
+			want: []wantProblem{
+				{"pipeline.yaml", "functions/purchase.yaml", "functions[2].config", "purchase.yaml does not exist"},
+				{"functions/purchases.yaml", "tenant: shop", "kind", "missing"},
+				{"functions/product-sales.yaml", "pipeline/purchases", "inputs[0]", "nothing writes persistent://shop/pipeline/purchases"},
+			},
+		},
+		{
+			name:  "unknown kind",
+			edits: []edit{{"views/user_activity.yaml", "kind: View", "kind: Viewz"}},
+			want:  []wantProblem{{"views/user_activity.yaml", "kind: Viewz", "kind", `"Viewz" is not one of Tenant, Pipeline, View`}},
+		},
+		{
+			name:  "not YAML",
+			edits: []edit{{"views/product_sales.yaml", "name: product_sales", "name: \"product_sales"}},
+			want:  []wantProblem{{"views/product_sales.yaml", "name: \"product_sales", "", "not valid YAML"}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyShopManifests(t)
+			for _, e := range tc.edits {
+				applyEdit(t, dir, e)
+			}
+			_, err := manifest.Load(dir)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("Load: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, manifest.ErrInvalid) {
+				t.Fatalf("Load error = %v, want problems (ErrInvalid)", err)
+			}
+			var problems manifest.Problems
+			errors.As(err, &problems)
+			for _, w := range tc.want {
+				file := filepath.Join(dir, w.file)
+				line := lineOf(t, file, w.at)
+				if !hasProblem(problems, file, line, w.field, w.message) {
+					t.Errorf("missing problem %s:%d: %s: …%s…\ngot:\n%v", file, line, w.field, w.message, problems)
+				}
+			}
+			if len(problems) > len(tc.want) {
+				t.Errorf("got %d problems, want %d:\n%v", len(problems), len(tc.want), problems)
+			}
+		})
+	}
+}
+
+func TestProblemString(t *testing.T) {
+	p := manifest.Problem{File: "manifests/tenant.yaml", Line: 7, Field: "namespaces[0].name", Message: "missing"}
+	if got, want := p.String(), "manifests/tenant.yaml:7: namespaces[0].name: missing"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
+func TestRetargetMovesEveryTopicToTheNewTenant(t *testing.T) {
+	set, err := manifest.Load(copyShopManifests(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Retarget("shop-test", "shop_test")
+	if set.Tenant.Name != "shop-test" || set.Tenant.Keyspace != "shop_test" {
+		t.Errorf("tenant %s keyspace %s, want shop-test and shop_test", set.Tenant.Name, set.Tenant.Keyspace)
+	}
+	graph, problems := set.Graph()
+	if len(problems) > 0 {
+		t.Fatalf("retargeted DAG: %v", problems)
+	}
+	for _, topic := range graph.Topics() {
+		if !strings.HasPrefix(topic, "persistent://shop-test/") {
+			t.Errorf("topic %s stayed outside the new tenant", topic)
+		}
+	}
+	for _, st := range graph.Order {
+		if st.Tenant != "shop-test" {
+			t.Errorf("stage %s in tenant %s", st.Name, st.Tenant)
+		}
+	}
+	for _, v := range set.Views {
+		if v.Keyspace != "shop_test" {
+			t.Errorf("view %s in keyspace %s", v.Name, v.Keyspace)
+		}
+	}
+}
+
+func TestGraphOrdersUpstreamFirst(t *testing.T) {
+	set, err := manifest.Load(copyShopManifests(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph, _ := set.Graph()
+	position := map[*manifest.Stage]int{}
+	for i, st := range graph.Order {
+		position[st] = i
+	}
+	if len(graph.Order) != 6 {
+		t.Fatalf("%d stages, want the 4 functions and 2 sinks", len(graph.Order))
+	}
+	for _, st := range graph.Order {
+		for _, up := range graph.Upstream(st) {
+			if position[up] >= position[st] {
+				t.Errorf("%s comes before its upstream %s", st.Name, up.Name)
+			}
+		}
+	}
+}
+
+func copyShopManifests(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join(testenv.RepoRoot(), "manifests")
+	dst := filepath.Join(t.TempDir(), "manifests")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatalf("copying %s: %v", src, err)
+	}
+	return dst
+}
+
+func applyEdit(t *testing.T, dir string, e edit) {
+	t.Helper()
+	path := filepath.Join(dir, e.file)
+	if e.old == "" {
+		if err := os.WriteFile(path, []byte(e.new), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), e.old) {
+		t.Fatalf("%s does not contain %q", e.file, e.old)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), e.old, e.new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lineOf returns the first line of file (after comments) containing s.
+func lineOf(t *testing.T, file, s string) int {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		if strings.Contains(line, s) {
+			return i + 1
+		}
+	}
+	t.Fatalf("%s has no line containing %q", file, s)
+	return 0
+}
+
+func hasProblem(problems manifest.Problems, file string, line int, field, message string) bool {
+	for _, p := range problems {
+		if p.File == file && p.Line == line && p.Field == field && strings.Contains(p.Message, message) {
+			return true
+		}
+	}
+	return false
+}
