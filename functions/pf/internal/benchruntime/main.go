@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -64,7 +65,7 @@ func main() {
 	flag.StringVar(&o.pulsarHome, "pulsar-home", envOr("FOLDLINE_PULSAR_HOME", filepath.Join(home, ".cache", "foldline", "apache-pulsar-4.0.8")), "Pulsar distribution")
 	flag.StringVar(&o.repoRoot, "repo", ".", "checkout root")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := bench(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-runtime:", err)
@@ -86,8 +87,12 @@ func quietLogger() pulsarlog.Logger {
 // contender is one thing measured: start deploys or starts it and returns
 // how to find its process and how to stop it.
 type contender struct {
-	name  string
-	start func(ctx context.Context, in, out string) (pid func() int, stop func(), err error)
+	name string
+	// schema of the input and output topics; nil means bytes. The Java
+	// function uses STRING, and the broker refuses to add a schema to a
+	// topic that already has a schemaless client on it.
+	schema func() pulsar.Schema
+	start  func(ctx context.Context, in, out string) (pid func() int, stop func(), err error)
 }
 
 type result struct {
@@ -137,7 +142,7 @@ func bench(ctx context.Context, o options) error {
 		{name: "Foldline identity under the worker", start: func(ctx context.Context, in, out string) (func() int, func(), error) {
 			return deploy(ctx, o, ns, "identity", in, out, []string{"--go", identity}, "/pulsar_functions/"+ns+"/identity/")
 		}},
-		{name: "Java ExclamationFunction under the worker (peer)", start: func(ctx context.Context, in, out string) (func() int, func(), error) {
+		{name: "Java ExclamationFunction under the worker (peer)", schema: func() pulsar.Schema { return pulsar.NewStringSchema(nil) }, start: func(ctx context.Context, in, out string) (func() int, func(), error) {
 			return deploy(ctx, o, ns, "exclamation", in, out, []string{
 				"--jar", filepath.Join(o.pulsarHome, "examples", "api-examples.jar"),
 				"--classname", "org.apache.pulsar.functions.api.examples.ExclamationFunction",
@@ -148,7 +153,7 @@ func bench(ctx context.Context, o options) error {
 	for i, c := range contenders {
 		in, out := fmt.Sprintf("persistent://%s/in-%d", ns, i), fmt.Sprintf("persistent://%s/out-%d", ns, i)
 		fmt.Fprintf(os.Stderr, "==> %s: prefilling %d messages\n", c.name, o.n)
-		if err := prefill(ctx, client, in, o.n, o.size); err != nil {
+		if err := prefill(ctx, client, c, in, o.n, o.size); err != nil {
 			return err
 		}
 		r := measure(ctx, client, c, in, out, o.n)
@@ -185,8 +190,15 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f×", a/b)
 }
 
-func prefill(ctx context.Context, client pulsar.Client, topic string, n, size int) error {
-	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, BatchingMaxPublishDelay: 10 * time.Millisecond})
+func (c contender) schemaOrNil() pulsar.Schema {
+	if c.schema == nil {
+		return nil
+	}
+	return c.schema()
+}
+
+func prefill(ctx context.Context, client pulsar.Client, c contender, topic string, n, size int) error {
+	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, BatchingMaxPublishDelay: 10 * time.Millisecond, Schema: c.schemaOrNil()})
 	if err != nil {
 		return fmt.Errorf("creating producer for %s: %w", topic, err)
 	}
@@ -217,7 +229,7 @@ func measure(ctx context.Context, client pulsar.Client, c contender, in, out str
 	r := result{name: c.name}
 	reader, err := client.Subscribe(pulsar.ConsumerOptions{
 		Topic: out, SubscriptionName: "bench-reader", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
-		ReceiverQueueSize: 5000,
+		ReceiverQueueSize: 5000, Schema: c.schemaOrNil(),
 	})
 	if err != nil {
 		r.err = fmt.Errorf("subscribing to %s: %w", out, err)
