@@ -1,0 +1,188 @@
+package deploy_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/foldline/foldline/admin/deploy"
+	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/internal/pulsarx"
+	"github.com/foldline/foldline/admin/internal/target"
+	"github.com/foldline/foldline/admin/status"
+	"github.com/foldline/foldline/admin/views"
+	"github.com/foldline/foldline/internal/testenv"
+)
+
+// testWriter sends progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestDeployShopPipeline deploys the shop manifests into a tenant of its
+// own, deploys again (nothing may change), checks status and views, checks
+// that stock pulsar-admin accepts a function config file as it is, then
+// destroys the pipeline.
+func TestDeployShopPipeline(t *testing.T) {
+	svc := testenv.All(t)
+	tenant := fmt.Sprintf("fltest-deploy-%d", time.Now().UnixNano()%1_000_000)
+	log := testWriter{t}
+	opts := deploy.Options{
+		Dir:      filepath.Join(testenv.RepoRoot(), "manifests"),
+		Target:   target.Flags{Tenant: tenant},
+		Services: svc,
+		CacheDir: filepath.Join(os.TempDir(), "foldline-test-bin"), // shared by runs: builds are cached
+		Wait:     5 * time.Minute,
+		Out:      log, ErrOut: log,
+	}
+	ctx := t.Context()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Purge: true}); err != nil {
+			t.Logf("purging tenant %s: %v", tenant, err)
+		}
+	})
+
+	first, err := deploy.Deploy(ctx, opts)
+	if err != nil {
+		t.Fatalf("first deploy: %v", err)
+	}
+	if got := countKind(first.Applied, "function"); got != 6 {
+		t.Errorf("first deploy created %d functions, want 4 functions and 2 sinks", got)
+	}
+
+	second, err := deploy.Deploy(ctx, opts)
+	if err != nil {
+		t.Fatalf("second deploy: %v", err)
+	}
+	if len(second.Applied) != 0 {
+		t.Errorf("second deploy changed %d resources, want none: %+v", len(second.Applied), second.Applied)
+	}
+
+	report, err := status.Get(ctx, status.Options{Dir: opts.Dir, Target: opts.Target, Services: svc})
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	for _, st := range report.Stages {
+		if !st.Deployed || st.Running != st.Instances {
+			t.Errorf("stage %s: deployed %v, %d/%d instances running", st.Name, st.Deployed, st.Running, st.Instances)
+		}
+		for _, sub := range st.Subscriptions {
+			if !sub.Exists {
+				t.Errorf("stage %s: no subscription %s on %s", st.Name, sub.Subscription, sub.Topic)
+			}
+		}
+	}
+
+	list, err := views.List(ctx, views.Options{Dir: opts.Dir, Target: opts.Target, Services: svc})
+	if err != nil {
+		t.Fatalf("views: %v", err)
+	}
+	var tables []string
+	for _, v := range list {
+		tables = append(tables, v.Keyspace+"."+v.Table)
+	}
+	keyspace := strings.ReplaceAll(tenant, "-", "_")
+	if want := []string{keyspace + ".product_sales_v1", keyspace + ".user_activity_v1"}; !slices.Equal(tables, want) {
+		t.Errorf("views' active tables %v, want %v", tables, want)
+	}
+
+	t.Run("pulsar-admin accepts a function config file as it is", func(t *testing.T) {
+		createWithPulsarAdmin(t, opts, tenant)
+	})
+
+	removed, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts})
+	if err != nil {
+		t.Fatalf("destroy: %v", err)
+	}
+	t.Logf("destroy removed %d resources", len(removed))
+	clients, err := pulsarx.Connect(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := clients.Functions.GetFunctionsWithContext(ctx, tenant, "pipeline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(left, func(name string) bool { return name != "validate-cli" }) {
+		t.Errorf("functions left after destroy: %v", left)
+	}
+	after, err := status.Get(ctx, status.Options{Dir: opts.Dir, Target: opts.Target, Services: svc})
+	if err != nil {
+		t.Fatalf("status after destroy: %v", err)
+	}
+	for _, st := range after.Stages {
+		for _, sub := range st.Subscriptions {
+			if sub.Exists {
+				t.Errorf("subscription %s on %s left after destroy", sub.Subscription, sub.Topic)
+			}
+		}
+	}
+}
+
+// createWithPulsarAdmin runs stock pulsar-admin functions create with a
+// copy of a function config file moved to the test tenant, and waits until
+// the function runs.
+func createWithPulsarAdmin(t *testing.T, opts deploy.Options, tenant string) {
+	src, err := os.ReadFile(filepath.Join(opts.Dir, "functions", "validate.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := strings.NewReplacer(
+		"persistent://shop/", "persistent://"+tenant+"/",
+		"tenant: shop", "tenant: "+tenant,
+		"name: validate", "name: validate-cli",
+		"subName: validate", "subName: validate-cli",
+	).Replace(string(src))
+	file := filepath.Join(t.TempDir(), "validate.yaml")
+	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	builder := &gobuild.Builder{Dir: opts.Dir, CacheDir: opts.CacheDir}
+	bin, err := builder.Build(t.Context(), "github.com/foldline/foldline/functions/shop/validate/cmd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), filepath.Join(testenv.RepoRoot(), "scripts", "pulsar-admin"),
+		"functions", "create", "--function-config-file", file, "--go", bin.Path)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("pulsar-admin functions create: %v\n%s", err, out)
+	}
+	clients, err := pulsarx.Connect(opts.Services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		st, err := clients.Functions.GetFunctionStatusWithContext(t.Context(), tenant, "pipeline", "validate-cli")
+		if err == nil && st.NumRunning == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("validate-cli not running 3 minutes after pulsar-admin created it: %+v %v", st, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func countKind(changes []deploy.Change, kind string) int {
+	n := 0
+	for _, c := range changes {
+		if c.Kind == kind {
+			n++
+		}
+	}
+	return n
+}

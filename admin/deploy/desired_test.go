@@ -1,0 +1,48 @@
+package deploy
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+)
+
+func TestFingerprintChangesWithBinaryOrConfigOnly(t *testing.T) {
+	base := utils.FunctionConfig{
+		Tenant: "shop", Namespace: "pipeline", Name: "validate", Parallelism: 1,
+		Inputs:     []string{"persistent://shop/ledger/events"},
+		UserConfig: map[string]any{UserConfigBinary: "aaaa", "maxRetries": 3},
+	}
+	with := func(change func(c *utils.FunctionConfig)) utils.FunctionConfig {
+		c := base
+		c.UserConfig = maps.Clone(base.UserConfig)
+		change(&c)
+		return c
+	}
+	baseFP, err := fingerprint(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		config   utils.FunctionConfig
+		wantSame bool
+	}{
+		{"same config", with(func(*utils.FunctionConfig) {}), true},
+		{"its own fingerprint does not count", with(func(c *utils.FunctionConfig) { c.UserConfig[UserConfigFingerprint] = "x" }), true},
+		{"other binary", with(func(c *utils.FunctionConfig) { c.UserConfig[UserConfigBinary] = "bbbb" }), false},
+		{"other parallelism", with(func(c *utils.FunctionConfig) { c.Parallelism = 2 }), false},
+		{"other user config", with(func(c *utils.FunctionConfig) { c.UserConfig["maxRetries"] = 4 }), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fp, err := fingerprint(tc.config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if same := fp == baseFP; same != tc.wantSame {
+				t.Errorf("fingerprint same = %v, want %v", same, tc.wantSame)
+			}
+		})
+	}
+}
