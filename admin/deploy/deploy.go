@@ -90,7 +90,7 @@ func open(opts Options) (*session, error) {
 func (o Options) planner(s *session) *planner {
 	return &planner{
 		set: s.set, graph: s.graph, pulsar: s.pulsar, cql: s.cql,
-		builder:  &gobuild.Builder{Dir: o.Dir, CacheDir: o.CacheDir, Progress: o.ErrOut},
+		builder:  &gobuild.Builder{Dir: gobuild.ModuleDir(o.Dir, "."), CacheDir: o.CacheDir, Progress: o.ErrOut},
 		hosts:    o.Services.CassandraHost,
 		progress: o.ErrOut,
 	}

@@ -210,6 +210,7 @@ func (pl *planner) planNamespaces(ctx context.Context, tenantExists bool) error 
 	for _, ns := range t.Namespaces {
 		full := t.Name + "/" + ns.Name
 		var have *utils.Policies
+		var inactive utils.InactiveTopicPolicies
 		if existing[full] {
 			p, err := pl.pulsar.Admin.Namespaces().GetPoliciesWithContext(ctx, full)
 			if err != nil {
@@ -227,9 +228,12 @@ func (pl *planner) planNamespaces(ctx context.Context, tenantExists bool) error 
 				return fmt.Errorf("reading offload deletion lag of namespace %s: %w", full, err)
 			}
 			p.OffloadDeletionLagMs = &lag
+			if inactive, err = pl.pulsar.Admin.Namespaces().GetInactiveTopicPoliciesWithContext(ctx, *nsName); err != nil {
+				return fmt.Errorf("reading inactive topic policy of namespace %s: %w", full, err)
+			}
 			have = p
 		}
-		steps, details := pl.namespaceSteps(full, ns, have)
+		steps, details := pl.namespaceSteps(full, ns, have, inactive)
 		switch {
 		case have == nil:
 			create := func(ctx context.Context) error {
@@ -251,7 +255,7 @@ func (pl *planner) planNamespaces(ctx context.Context, tenantExists bool) error 
 
 // namespaceSteps returns the policy changes that bring have (nil for a new
 // namespace) to ns, and their descriptions.
-func (pl *planner) namespaceSteps(full string, ns manifest.Namespace, have *utils.Policies) ([]func(context.Context) error, []string) {
+func (pl *planner) namespaceSteps(full string, ns manifest.Namespace, have *utils.Policies, inactive utils.InactiveTopicPolicies) ([]func(context.Context) error, []string) {
 	admin := pl.pulsar.Admin.Namespaces()
 	nsName, _ := utils.GetNamespaceName(full)
 	var steps []func(context.Context) error
@@ -273,6 +277,18 @@ func (pl *planner) namespaceSteps(full string, ns manifest.Namespace, have *util
 		details = append(details, fmt.Sprintf("deduplication %s → %s", onOff(have.DeduplicationEnabled), onOff(&ns.Deduplication)))
 		steps = append(steps, func(ctx context.Context) error {
 			return admin.SetDeduplicationStatusWithContext(ctx, full, ns.Deduplication)
+		})
+	}
+	// The broker deletes topics without subscriptions or producers after a
+	// while (brokerDeleteInactiveTopicsEnabled): a dead-letter topic nothing
+	// has written yet would vanish, and a re-run of deploy would recreate
+	// it. Foldline's namespaces keep their topics.
+	if inactive.InactiveTopicDeleteMode == nil || inactive.DeleteWhileInactive {
+		details = append(details, "inactive topics: kept (not deleted by the broker)")
+		mode := utils.DeleteWhenNoSubscriptions
+		keep := utils.InactiveTopicPolicies{InactiveTopicDeleteMode: &mode, DeleteWhileInactive: false}
+		steps = append(steps, func(ctx context.Context) error {
+			return admin.SetInactiveTopicPoliciesWithContext(ctx, *nsName, keep)
 		})
 	}
 	if o := ns.Offload; o != nil {
@@ -553,6 +569,10 @@ func configDifferences(have, want utils.FunctionConfig) []string {
 	var details []string
 	if hb, wb := fmt.Sprint(have.UserConfig[UserConfigBinary]), fmt.Sprint(want.UserConfig[UserConfigBinary]); hb != wb {
 		details = append(details, fmt.Sprintf("binary %s → %s", short(hb), short(wb)))
+	}
+	if len(have.Inputs) == 0 {
+		// The worker answers with input specs rather than the inputs list.
+		have.Inputs = slices.Sorted(maps.Keys(have.InputSpecs))
 	}
 	haveFields, wantFields := asFields(have), asFields(want)
 	for _, key := range slices.Sorted(maps.Keys(wantFields)) {

@@ -121,7 +121,7 @@ func Check(ctx context.Context, dir string, build bool, cacheDir string, progres
 // buildAll builds each stage's binary and reports the ones that fail at the
 // manifest field that names them.
 func buildAll(ctx context.Context, set *manifest.Set, cacheDir string, progress io.Writer) manifest.Problems {
-	builder := &gobuild.Builder{Dir: set.Dir, CacheDir: cacheDir, Progress: progress}
+	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(set.Dir, "."), CacheDir: cacheDir, Progress: progress}
 	var problems manifest.Problems
 	failed := map[string]string{}
 	for _, st := range set.Stages() {

@@ -36,6 +36,27 @@ func (e *BuildError) Error() string {
 // Is makes errors.Is(err, ErrBuild) hold.
 func (e *BuildError) Is(target error) bool { return target == ErrBuild }
 
+// ModuleDir returns the first of dirs that lies inside a Go module (has a
+// go.mod in it or above it), so that manifests kept outside the module
+// still build from the directory the CLI runs in; "" when none does.
+func ModuleDir(dirs ...string) string {
+	for _, dir := range dirs {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			continue
+		}
+		for d := abs; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				return dir
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return ""
+}
+
 // Binary is a built executable.
 type Binary struct {
 	Package string
@@ -47,7 +68,7 @@ type Binary struct {
 // Builder builds packages with the go command found on PATH.
 type Builder struct {
 	// Dir is where go runs: any directory inside the module that holds the
-	// packages (the manifest directory will do).
+	// packages (see ModuleDir).
 	Dir string
 	// CacheDir receives the binaries. Default: the user's cache directory
 	// under foldline/bin.
