@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/admin/manifest"
 )
@@ -67,7 +68,7 @@ when there is any.`,
 
 func checkOutput(output string) error {
 	if output != "text" && output != "json" {
-		return fmt.Errorf("-o %q: want text or json", output)
+		return fmt.Errorf("-o %q: want text or json: %w", output, exitcode.ErrUsage)
 	}
 	return nil
 }

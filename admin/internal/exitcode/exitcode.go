@@ -40,6 +40,10 @@ const Help = `Exit codes:
 // ErrNotFound marks an error about something that does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrUsage marks a bad flag value or argument that cobra cannot see (a
+// flag whose value is checked by the command).
+var ErrUsage = errors.New("bad usage")
+
 // ErrNotReady marks a deploy whose instances did not all start in time.
 var ErrNotReady = errors.New("not ready")
 
@@ -49,6 +53,8 @@ func For(err error) int {
 	switch {
 	case err == nil:
 		return OK
+	case errors.Is(err, ErrUsage):
+		return Usage
 	case errors.Is(err, services.ErrUnreachable):
 		return Unreachable
 	case errors.Is(err, ErrNotFound):

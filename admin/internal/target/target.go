@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/internal/services"
 )
@@ -39,7 +40,7 @@ func (f *Flags) JSON() (bool, error) {
 	case "json":
 		return true, nil
 	}
-	return false, fmt.Errorf("-o %q: want text or json", f.Output)
+	return false, fmt.Errorf("-o %q: want text or json: %w", f.Output, exitcode.ErrUsage)
 }
 
 // Dir returns the directory argument or the default.
