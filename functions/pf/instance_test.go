@@ -429,3 +429,33 @@ func TestPublishAfterReturnFails(t *testing.T) {
 		t.Error("Publish after the handler returned succeeded")
 	}
 }
+
+// BenchmarkProcess measures the runtime's own cost per message (identity
+// handler, confirmed sends, acknowledgement), without a broker.
+func BenchmarkProcess(b *testing.B) {
+	h, err := adaptHandler(func(in []byte) ([]byte, error) { return in, nil })
+	if err != nil {
+		b.Fatal(err)
+	}
+	inst := newInstance(testConf(), h, io.Discard)
+	inst.out = nopSender{}
+	msg := ledgerEvent("payload-of-a-typical-size-payload-of-a-typical-size", 1)
+	acks := nopAcker{}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := inst.process(b.Context(), msg, acks); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type nopSender struct{}
+
+func (nopSender) sendAsync(_ context.Context, _ string, _ *pulsar.ProducerMessage, done func(error)) {
+	done(nil)
+}
+
+type nopAcker struct{}
+
+func (nopAcker) Ack(pulsar.Message) error { return nil }
+func (nopAcker) Nack(pulsar.Message)      {}

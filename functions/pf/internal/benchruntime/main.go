@@ -401,7 +401,11 @@ func plainLoop(args []string) error {
 		return err
 	}
 	defer consumer.Close()
-	producer, err := client.CreateProducer(pulsar.ProducerOptions{Topic: args[2], BatchingMaxPublishDelay: 10 * time.Millisecond})
+	// LZ4 and a 10 ms batching delay, like the producers of both functions
+	// under the worker, so that the limit does the same work.
+	producer, err := client.CreateProducer(pulsar.ProducerOptions{
+		Topic: args[2], BatchingMaxPublishDelay: 10 * time.Millisecond, CompressionType: pulsar.LZ4,
+	})
 	if err != nil {
 		return err
 	}
