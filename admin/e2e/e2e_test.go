@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/admin/deploy"
+	"github.com/foldline/foldline/admin/gen"
+	"github.com/foldline/foldline/admin/ingest"
+	"github.com/foldline/foldline/admin/internal/target"
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/shopfold"
+	"github.com/foldline/foldline/internal/testenv"
+)
+
+// shop is the shop pipeline deployed into a tenant of its own.
+type shop struct {
+	svc      testenv.Services
+	tenant   string
+	keyspace string
+	opts     deploy.Options
+	session  *gocql.Session
+	// ledger holds every line ingested so far, in ledger order.
+	ledger [][]byte
+}
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func deployShop(t *testing.T, name string) *shop {
+	t.Helper()
+	svc := testenv.All(t)
+	tenant := fmt.Sprintf("e2e-%s-%d", name, time.Now().UnixNano()%1_000_000)
+	opts := deploy.Options{
+		Dir:      filepath.Join(testenv.RepoRoot(), "manifests"),
+		Target:   target.Flags{Tenant: tenant},
+		Services: svc,
+		CacheDir: filepath.Join(os.TempDir(), "foldline-test-bin"),
+		Wait:     5 * time.Minute,
+		Out:      logWriter{t}, ErrOut: logWriter{t},
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Tables: true, Purge: true}); err != nil {
+			t.Logf("purging tenant %s: %v", tenant, err)
+		}
+	})
+	if _, err := deploy.Deploy(t.Context(), opts); err != nil {
+		t.Fatalf("deploying the shop pipeline as %s: %v", tenant, err)
+	}
+	cluster := gocql.NewCluster(svc.CassandraHost)
+	cluster.Timeout = 30 * time.Second
+	session, err := cluster.CreateSession()
+	if err != nil {
+		t.Fatalf("connecting to Cassandra: %v", err)
+	}
+	t.Cleanup(session.Close)
+	return &shop{svc: svc, tenant: tenant, keyspace: manifest.KeyspaceFor(tenant), opts: opts, session: session}
+}
+
+// generate makes n shop events (with malformed lines) from seed.
+func generate(t *testing.T, n int, seed uint64) [][]byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := gen.Generate(&buf, gen.Options{Events: n, Users: 300, SKUs: 40, Seed: seed, Malformed: 0.01}); err != nil {
+		t.Fatalf("generating events: %v", err)
+	}
+	return bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n"))
+}
+
+// ingest publishes lines to the ledger with foldline ingest.
+func (s *shop) ingest(t *testing.T, lines [][]byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("events-%d.jsonl", len(s.ledger)))
+	if err := os.WriteFile(path, append(bytes.Join(lines, []byte("\n")), '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ingest.Run(t.Context(), ingest.Options{Services: s.svc, Tenant: s.tenant, Files: []string{path}})
+	if err != nil {
+		t.Fatalf("ingesting %d events: %v", len(lines), err)
+	}
+	if res[0].Published != int64(len(lines)) {
+		t.Fatalf("ingest published %d of %d events", res[0].Published, len(lines))
+	}
+	s.ledger = append(s.ledger, lines...)
+}
+
+// views reads both view tables in the fold's shape, skipping deleted rows.
+func (s *shop) views(t *testing.T) (shopfold.Result, error) {
+	t.Helper()
+	var r shopfold.Result
+	r.UserActivity = map[string]shopfold.UserActivityRow{}
+	r.ProductSales = map[string]shopfold.ProductSalesRow{}
+	iter := s.session.Query(`SELECT user, page_views, cart_units, purchases, spent_cents, last_seen, last_url, fl_deleted FROM ` +
+		s.keyspace + `.user_activity_v1`).Iter()
+	var (
+		key     string
+		row     shopfold.UserActivityRow
+		deleted bool
+	)
+	for iter.Scan(&key, &row.PageViews, &row.CartUnits, &row.Purchases, &row.SpentCents, &row.LastSeen, &row.LastURL, &deleted) {
+		if !deleted {
+			row.LastSeen = row.LastSeen.UTC()
+			r.UserActivity[key] = row
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return r, fmt.Errorf("reading user_activity: %w", err)
+	}
+	iter = s.session.Query(`SELECT sku, units, revenue_cents, orders, fl_deleted FROM ` + s.keyspace + `.product_sales_v1`).Iter()
+	var sales shopfold.ProductSalesRow
+	for iter.Scan(&key, &sales.Units, &sales.RevenueCents, &sales.Orders, &deleted) {
+		if !deleted {
+			r.ProductSales[key] = sales
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return r, fmt.Errorf("reading product_sales: %w", err)
+	}
+	return r, nil
+}
+
+// expected folds the ledger independently, at Cassandra's millisecond precision.
+func (s *shop) expected() shopfold.Result {
+	want := shopfold.Fold(s.ledger)
+	for k, row := range want.UserActivity {
+		row.LastSeen = row.LastSeen.Truncate(time.Millisecond).UTC()
+		want.UserActivity[k] = row
+	}
+	return want
+}
+
+// diff describes how got differs from want, in a few lines.
+func diff(got, want shopfold.Result) string {
+	var out []string
+	add := func(format string, args ...any) {
+		if len(out) < 8 {
+			out = append(out, fmt.Sprintf(format, args...))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(want.UserActivity)) {
+		if g, ok := got.UserActivity[k]; !ok {
+			add("user_activity %s missing", k)
+		} else if g != want.UserActivity[k] {
+			add("user_activity %s = %+v, want %+v", k, g, want.UserActivity[k])
+		}
+	}
+	for k := range got.UserActivity {
+		if _, ok := want.UserActivity[k]; !ok {
+			add("user_activity %s unexpected", k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(want.ProductSales)) {
+		if g, ok := got.ProductSales[k]; !ok {
+			add("product_sales %s missing", k)
+		} else if g != want.ProductSales[k] {
+			add("product_sales %s = %+v, want %+v", k, g, want.ProductSales[k])
+		}
+	}
+	for k := range got.ProductSales {
+		if _, ok := want.ProductSales[k]; !ok {
+			add("product_sales %s unexpected", k)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// waitForFold polls the views until they equal the fold of the ledger, and
+// fails with the differences when they do not within timeout.
+func (s *shop) waitForFold(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	want := s.expected()
+	if len(want.UserActivity) == 0 || len(want.ProductSales) == 0 {
+		t.Fatalf("the fold of %d ledger events is empty: nothing would be checked", len(s.ledger))
+	}
+	var last string
+	deadline := time.Now().Add(timeout)
+	for {
+		got, err := s.views(t)
+		if err == nil {
+			if last = diff(got, want); last == "" {
+				t.Logf("views equal the fold of %d ledger events: %d users, %d skus", len(s.ledger), len(want.UserActivity), len(want.ProductSales))
+				return
+			}
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("views still differ from the fold of %d ledger events after %v:\n%s", len(s.ledger), timeout, last)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// TestShopViewsEqualFold is the plain path of the demo: deploy, ingest,
+// and the views equal the fold (issue 6 (a), issue 7's end-to-end test).
+func TestShopViewsEqualFold(t *testing.T) {
+	s := deployShop(t, "fold")
+	s.ingest(t, generate(t, 5000, 11))
+	s.waitForFold(t, 5*time.Minute)
+}
