@@ -263,6 +263,14 @@ func TestFunctionUnderWorker(t *testing.T) {
 			st := d.status(t).Instances[0].Status
 			return st.NumReceived == received && st.NumSuccessfullyProcessed == processed && st.NumUserExceptions == userErrors
 		})
+		// The broker's metrics page includes the instance's, fetched from its metricsPort.
+		series := fmt.Sprintf(`pulsar_function_processed_successfully_total{cluster="standalone",fqfn="%s/%s/%s",instance_id="0",name="%s",namespace="%s/%s",tenant="%s"} %d`,
+			d.tenant, d.ns, d.name, d.name, d.tenant, d.ns, d.tenant, processed)
+		waitFor(t, "the broker's /metrics to show "+series, time.Minute, func() bool {
+			var page string
+			adminREST(t, s, "GET", "/metrics/", &page)
+			return strings.Contains(page, series)
+		})
 		var st functionStatus
 		if err := json.Unmarshal([]byte(pulsarAdmin(t, "functions", "status", "--tenant", d.tenant, "--namespace", d.ns, "--name", d.name)), &st); err != nil {
 			t.Fatal(err)

@@ -46,6 +46,10 @@ type options struct {
 	adminURL   string
 	pulsarHome string
 	repoRoot   string
+	// failover subscribes every contender with a failover subscription
+	// (--retain-ordering for the functions), Foldline's mode; otherwise
+	// shared, the worker's default.
+	failover bool
 }
 
 func main() {
@@ -64,6 +68,7 @@ func main() {
 	flag.StringVar(&o.adminURL, "admin-url", envOr("FOLDLINE_PULSAR_ADMIN_URL", "http://127.0.0.1:8080"), "admin URL")
 	flag.StringVar(&o.pulsarHome, "pulsar-home", envOr("FOLDLINE_PULSAR_HOME", filepath.Join(home, ".cache", "foldline", "apache-pulsar-4.0.8")), "Pulsar distribution")
 	flag.StringVar(&o.repoRoot, "repo", ".", "checkout root")
+	flag.BoolVar(&o.failover, "failover", true, "failover subscriptions (--retain-ordering); false: shared")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -132,7 +137,11 @@ func bench(ctx context.Context, o options) error {
 
 	contenders := []contender{
 		{name: "plain pulsar-client-go loop (limit)", start: func(ctx context.Context, in, out string) (func() int, func(), error) {
-			cmd := exec.CommandContext(ctx, self, "loop", o.serviceURL, in, out)
+			subType := "shared"
+			if o.failover {
+				subType = "failover"
+			}
+			cmd := exec.CommandContext(ctx, self, "loop", o.serviceURL, in, out, subType)
 			cmd.Stderr = os.Stderr
 			if err := cmd.Start(); err != nil {
 				return nil, nil, err
@@ -179,7 +188,11 @@ func printTable(results []result, o options) {
 		}
 		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%s\t%s\n", r.name, r.rate, r.rssMB, ratio(r.rate, limit), ratio(r.rate, peer))
 	}
-	fmt.Fprintf(w, "(%d messages of %d bytes each, keyed, with properties; rate over the last 80%%)\n", o.n, o.size)
+	subType := "shared"
+	if o.failover {
+		subType = "failover"
+	}
+	fmt.Fprintf(w, "(%d messages of %d bytes each, keyed, with properties; %s subscriptions; rate over the last 80%%)\n", o.n, o.size, subType)
 	w.Flush()
 }
 
@@ -305,6 +318,9 @@ func deploy(ctx context.Context, o options, ns, name, in, out string, kind []str
 	tenant, namespace, _ := strings.Cut(ns, "/")
 	args := append([]string{"functions", "create", "--tenant", tenant, "--namespace", namespace, "--name", name,
 		"--inputs", in, "--output", out, "--subs-position", "Earliest"}, kind...)
+	if o.failover {
+		args = append(args, "--retain-ordering")
+	}
 	if err := pulsarAdmin(ctx, o, args...); err != nil {
 		return nil, nil, err
 	}
@@ -386,8 +402,12 @@ func cleanUp(o options, ns string) {
 // plainLoop is the limit: consume, produce with the same key and
 // properties, acknowledge once the send is confirmed.
 func plainLoop(args []string) error {
-	if len(args) != 3 {
-		return errors.New("usage: loop <service-url> <in> <out>")
+	if len(args) != 4 {
+		return errors.New("usage: loop <service-url> <in> <out> failover|shared")
+	}
+	subType := pulsar.Shared
+	if args[3] == "failover" {
+		subType = pulsar.Failover
 	}
 	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: args[0], Logger: quietLogger()})
 	if err != nil {
@@ -396,6 +416,7 @@ func plainLoop(args []string) error {
 	defer client.Close()
 	consumer, err := client.Subscribe(pulsar.ConsumerOptions{
 		Topic: args[1], SubscriptionName: "bench-loop", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		Type: subType,
 	})
 	if err != nil {
 		return err
