@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -62,4 +63,28 @@ func require(t testing.TB, err error) {
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// DisruptiveEnv is the environment variable that lets a test stop and
+// restart shared services. scripts/test sets it in a second, serial phase,
+// after every other test has finished.
+const DisruptiveEnv = "FOLDLINE_DISRUPTIVE_TESTS"
+
+// Disruptive skips a test that stops shared services unless DisruptiveEnv
+// is 1. Such tests carry "Disruptive" in their names, which is how
+// scripts/test selects them for its serial phase.
+func Disruptive(t testing.TB) {
+	t.Helper()
+	if os.Getenv(DisruptiveEnv) != "1" {
+		t.Skip("stops and restarts a shared service; runs in the serial phase of scripts/test (" + DisruptiveEnv + "=1)")
+	}
+}
+
+// Stack runs scripts/stack with args (for example "down", "cassandra").
+func Stack(t testing.TB, args ...string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(RepoRoot(), "scripts", "stack"), args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/stack %v: %v\n%s", args, err, out)
+	}
 }

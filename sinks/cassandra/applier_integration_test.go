@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -256,14 +253,11 @@ func TestEnsureSchemaRefusesADifferentTable(t *testing.T) {
 	}
 }
 
-// TestApplierSurvivesCassandraRestart stops and restarts the shared
-// Cassandra in the middle of the load. DISRUPTIVE: it runs only when
-// FOLDLINE_DISRUPTIVE_TESTS=1 (CI, or the lead on a machine nobody else
-// uses), because every other test and engineer loses Cassandra meanwhile.
-func TestApplierSurvivesCassandraRestart(t *testing.T) {
-	if os.Getenv("FOLDLINE_DISRUPTIVE_TESTS") != "1" {
-		t.Skip("stops the shared Cassandra; set FOLDLINE_DISRUPTIVE_TESTS=1 to run it (CI only)")
-	}
+// TestDisruptiveApplierSurvivesCassandraRestart stops and restarts the
+// shared Cassandra in the middle of the load, so it runs only in the serial
+// phase of scripts/test (testenv.Disruptive).
+func TestDisruptiveApplierSurvivesCassandraRestart(t *testing.T) {
+	testenv.Disruptive(t)
 	session, settings, keyspace := testKeyspace(t)
 	s := testSchema(keyspace)
 	a := newTestApplier(t, session, s, settings)
@@ -281,12 +275,8 @@ func TestApplierSurvivesCassandraRestart(t *testing.T) {
 		}
 		done <- nil
 	}()
-	stack := filepath.Join(testenv.RepoRoot(), "scripts", "stack")
-	for _, verb := range []string{"down", "up"} {
-		if out, err := exec.CommandContext(t.Context(), stack, verb, "cassandra").CombinedOutput(); err != nil {
-			t.Fatalf("scripts/stack %s cassandra: %v\n%s", verb, err, out)
-		}
-	}
+	testenv.Stack(t, "down", "cassandra")
+	testenv.Stack(t, "up", "cassandra")
 	if err := <-done; err != nil {
 		t.Fatalf("applying across the restart: %v", err)
 	}

@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/foldline/foldline/internal/testenv"
+)
+
+// The shop pipeline's instances under faults. Names as the manifests
+// deploy them: functions and sinks live in the tenant's pipeline namespace.
+const pipelineNS = "pipeline"
+
+var sinks = []struct{ name, input string }{
+	{"user_activity_v1-sink", "user-activity-ops"},
+	{"product_sales_v1-sink", "product-sales-ops"},
+}
+
+// kill sends SIGKILL to every instance of a function and waits until the
+// worker has started it again.
+func (s *shop) kill(t *testing.T, name string) {
+	t.Helper()
+	pids := testenv.InstancePIDs(t, s.tenant, pipelineNS, name)
+	if len(pids) == 0 {
+		t.Fatalf("no running instance of %s to kill", name)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("killing %s (pid %d): %v", name, pid, err)
+		}
+	}
+	testenv.WaitFor(t, time.Minute, name+" restarted by the worker", func() bool {
+		now := testenv.InstancePIDs(t, s.tenant, pipelineNS, name)
+		return len(now) == len(pids) && now[0] != pids[0]
+	})
+}
+
+// TestShopViewsSurviveKilledInstances kills the sinks' and a
+// transformation's instances with kill -9 several times while events flow
+// (issue 6 (b)).
+func TestShopViewsSurviveKilledInstances(t *testing.T) {
+	s := deployShop(t, "kill")
+	events := generate(t, 8000, 12)
+	for i := 0; i < len(events); i += 2000 {
+		s.ingest(t, events[i:i+2000])
+		for _, sink := range sinks {
+			s.kill(t, sink.name)
+		}
+		s.kill(t, "user-activity")
+	}
+	s.waitForFold(t, 5*time.Minute)
+}
+
+// TestShopViewsIgnoreRepublishedOperations publishes every view operation
+// a second time, as a redelivery after a lost acknowledgement would, and
+// checks that the tables do not move (issue 6 (d)).
+func TestShopViewsIgnoreRepublishedOperations(t *testing.T) {
+	s := deployShop(t, "twice")
+	s.ingest(t, generate(t, 3000, 13))
+	s.waitForFold(t, 5*time.Minute)
+
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: s.svc.PulsarURL})
+	if err != nil {
+		t.Fatalf("creating client: %v", err)
+	}
+	defer client.Close()
+	for _, sink := range sinks {
+		topic := "persistent://" + s.tenant + "/" + pipelineNS + "/" + sink.input
+		n := republish(t, client, topic)
+		t.Logf("republished %d operations on %s", n, topic)
+		s.waitForBacklog(t, topic, sink.name)
+	}
+	got, err := s.views(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got, s.expected()); d != "" {
+		t.Fatalf("republished operations changed the views:\n%s", d)
+	}
+}
+
+// republish reads every message of topic and publishes it again with the
+// same key, properties (origin position included) and event time.
+func republish(t *testing.T, client pulsar.Client, topic string) int {
+	t.Helper()
+	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatalf("reading %s: %v", topic, err)
+	}
+	defer reader.Close()
+	var msgs []*pulsar.ProducerMessage
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		msg, err := reader.Next(ctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("reading %s: %v", topic, err)
+		}
+		msgs = append(msgs, &pulsar.ProducerMessage{Key: msg.Key(), Payload: msg.Payload(), Properties: msg.Properties(), EventTime: msg.EventTime()})
+	}
+	if len(msgs) == 0 {
+		t.Fatalf("%s holds no operations to republish", topic)
+	}
+	producer, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatalf("creating producer on %s: %v", topic, err)
+	}
+	defer producer.Close()
+	for _, m := range msgs {
+		producer.SendAsync(t.Context(), m, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				t.Errorf("republishing on %s: %v", topic, err)
+			}
+		})
+	}
+	if err := producer.Flush(); err != nil {
+		t.Fatalf("flushing %s: %v", topic, err)
+	}
+	return len(msgs)
+}
+
+// waitForBacklog waits until subscription sub of topic has acknowledged
+// everything.
+func (s *shop) waitForBacklog(t *testing.T, topic, sub string) {
+	t.Helper()
+	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: s.svc.PulsarAdminURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 5*time.Minute, "an empty backlog of "+sub+" on "+topic, func() bool {
+		stats, err := admin.Topics().GetStats(*name)
+		if err != nil {
+			return false
+		}
+		st, ok := stats.Subscriptions[sub]
+		return ok && st.MsgBacklog == 0
+	})
+}
+
+// TestDisruptiveShopViewsSurviveCassandraRestart stops Cassandra while
+// events flow and starts it again (issue 6 (c)); it runs in the serial
+// phase of scripts/test.
+func TestDisruptiveShopViewsSurviveCassandraRestart(t *testing.T) {
+	testenv.Disruptive(t)
+	s := deployShop(t, "cassandra")
+	events := generate(t, 6000, 14)
+	s.ingest(t, events[:3000])
+	testenv.Stack(t, "down", "cassandra")
+	s.ingest(t, events[3000:])
+	testenv.Stack(t, "up", "cassandra")
+	s.waitForFold(t, 5*time.Minute)
+}
