@@ -30,7 +30,21 @@ const shutdownGrace = 8 * time.Second
 func startMain(handler any) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	return run(ctx, handler, os.Args[1:])
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, handler, os.Args[1:]) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	// Closing can hang on an unreachable broker; exit before the worker's
+	// SIGKILL so the exit is ours. Unacknowledged input is redelivered.
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(shutdownGrace + time.Second):
+		return errors.New("shutting down: closing consumers, producers and client took too long")
+	}
 }
 
 func run(ctx context.Context, handler any, args []string) error {
