@@ -97,6 +97,7 @@
 //
 // Shutdown: on SIGTERM or SIGINT the instance stops taking messages, waits up
 // to 4 s for outputs in flight, and closes consumers, producers and client,
-// well within the worker's 10 s grace. The client reconnects by itself after
-// broker restarts.
+// well within the worker's 10 s grace (and exits with an error at 9 s if
+// closing hangs). An instance whose worker died shuts down the same way. The
+// client reconnects by itself after broker restarts.
 package pf

@@ -30,6 +30,9 @@ const shutdownGrace = 8 * time.Second
 func startMain(handler any) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	ctx, orphaned := context.WithCancel(ctx)
+	defer orphaned()
+	go exitWithParent(ctx, orphaned)
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, handler, os.Args[1:]) }()
 	select {
@@ -44,6 +47,27 @@ func startMain(handler any) error {
 		return err
 	case <-time.After(shutdownGrace + time.Second):
 		return errors.New("shutting down: closing consumers, producers and client took too long")
+	}
+}
+
+// exitWithParent shuts the instance down when the worker that started it
+// dies (the process is re-parented): the restarted worker starts a new
+// instance on the same ports and subscription.
+func exitWithParent(ctx context.Context, shutDown func()) {
+	parent := os.Getppid()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if os.Getppid() != parent {
+				slog.Warn("the functions worker that started this instance is gone; shutting down")
+				shutDown()
+				return
+			}
+		}
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,28 +47,59 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// identityConf is an instance config for the identity example reading a
+// test topic, with free ports.
+func identityConf(t *testing.T, s testenv.Services, name string) (conf string, metricsPort int) {
+	t.Helper()
+	metricsPort = freePort(t)
+	details, err := json.Marshal(map[string]any{
+		"tenant": "public", "namespace": "default", "name": name,
+		"source": map[string]any{"inputSpecs": map[string]any{"persistent://public/default/pftest-sigterm-in": map[string]any{}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(map[string]any{
+		"pulsarServiceURL": s.PulsarURL, "port": freePort(t), "metricsPort": metricsPort, "functionDetails": string(details),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		adminREST(t, s, "DELETE", "/admin/v2/persistent/public/default/pftest-sigterm-in?force=true", nil)
+	})
+	return string(raw), metricsPort
+}
+
+// An instance whose parent (the worker) dies shuts itself down.
+func TestStartExitsWhenTheWorkerDies(t *testing.T) {
+	s := testenv.Pulsar(t)
+	bin := buildExample(t, "identity")
+	conf, _ := identityConf(t, s, "pftest-orphan")
+	// The shell plays the worker: it starts the instance and dies.
+	out, err := exec.Command("sh", "-c", `"$0" -instance-conf "$1" >/dev/null 2>&1 & echo $!; sleep 3`, bin, conf).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("reading the instance pid from %q: %v", out, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	waitFor(t, "the orphaned instance to exit", 30*time.Second, func() bool {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		return err != nil || strings.Contains(string(status), "State:\tZ") // gone, or a zombie nobody reaps
+	})
+}
+
 // A binary built with pf.Start, started the way the worker starts it, serves
 // metrics while connected and exits cleanly within the worker's 10 s grace
 // after SIGTERM; a malformed config makes it exit 1 naming the key.
 func TestStartExitsOnSIGTERM(t *testing.T) {
 	s := testenv.Pulsar(t)
 	bin := buildExample(t, "identity")
-	metricsPort := freePort(t)
-	details, err := json.Marshal(map[string]any{
-		"tenant": "public", "namespace": "default", "name": fmt.Sprintf("pftest-sigterm-%d", metricsPort),
-		"source": map[string]any{"inputSpecs": map[string]any{"persistent://public/default/pftest-sigterm-in": map[string]any{}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf, err := json.Marshal(map[string]any{
-		"pulsarServiceURL": s.PulsarURL, "port": freePort(t), "metricsPort": metricsPort, "functionDetails": string(details),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	cmd := exec.Command(bin, "-instance-conf", string(conf))
+	conf, metricsPort := identityConf(t, s, "pftest-sigterm")
+	cmd := exec.Command(bin, "-instance-conf", conf)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
@@ -74,10 +107,7 @@ func TestStartExitsOnSIGTERM(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		adminREST(t, s, "DELETE", "/admin/v2/persistent/public/default/pftest-sigterm-in?force=true", nil)
-	})
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
 	waitFor(t, "the instance to subscribe", time.Minute, func() bool {
 		return strings.Contains(stderr.String(), "msg=running")
