@@ -96,6 +96,23 @@ type FunctionContext struct {
 	published []Record
 	// finished is set once the handler has returned for good.
 	finished bool
+	// deferral is set when the current call deferred its outcome.
+	deferral *deferral
+}
+
+// Defer lets the handler finish the current input after it returns, so the
+// runtime can hand it the next input meanwhile: a sink collects many inputs
+// into one batch and answers each once the batch is stored. The handler
+// returns nil and calls complete exactly once, later, from any goroutine:
+// nil processes the input as a successful return would (its returned
+// records are sent, then it is acknowledged); an error marked Permanent
+// sends it to the dead-letter topic; any other error negatively
+// acknowledges it for redelivery (the retries in place are over by then).
+// Acknowledgements then come out of input order. If the handler returns an
+// error after calling Defer, the deferral is void and complete does nothing.
+func (c *FunctionContext) Defer() (complete func(error)) {
+	c.deferral = &deferral{}
+	return c.deferral.complete
 }
 
 // Ack acknowledges the current input message. Only functions with processing

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
+	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf/internal/instancepb"
 )
 
@@ -149,15 +150,30 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 	}
 	fc.finished = true
 
-	if err != nil {
-		inst.log.Warn("sending to dead-letter topic", "topic", msg.Topic(), "id", msg.ID().String(), "attempts", attempts, "error", err)
-		dl := deadLetter(msg, origin, inst.conf.FQFN(), attempts, err)
-		// A dead letter is acknowledged whatever the guarantee (unless
-		// already acknowledged on receipt): no handler will ever ack it.
-		ackDead := inst.conf.Guarantee != atMostOnce
-		inst.send(msg, acks, ackDead, false, []outbound{{topic: inst.conf.DeadLetterTopic, msg: dl}})
-		return nil
+	switch {
+	case err != nil:
+		inst.deadLetter(msg, acks, origin, attempts, err)
+	case fc.deferral != nil:
+		inst.finishLater(fc.deferral, msg, acks, autoAck, origin, records)
+	default:
+		inst.send(msg, acks, autoAck, true, inst.outputs(msg, origin, records))
 	}
+	return nil
+}
+
+// deadLetter sends msg to the dead-letter topic with the reason and
+// acknowledges it once the dead letter is confirmed.
+func (inst *instance) deadLetter(msg pulsar.Message, acks acker, origin envelope.Origin, attempts int, reason error) {
+	inst.log.Warn("sending to dead-letter topic", "topic", msg.Topic(), "id", msg.ID().String(), "attempts", attempts, "error", reason)
+	dl := deadLetter(msg, origin, inst.conf.FQFN(), attempts, reason)
+	// A dead letter is acknowledged whatever the guarantee (unless already
+	// acknowledged on receipt): no handler will ever ack it.
+	ackDead := inst.conf.Guarantee != atMostOnce
+	inst.send(msg, acks, ackDead, false, []outbound{{topic: inst.conf.DeadLetterTopic, msg: dl}})
+}
+
+// outputs turns a handler's records into messages for their topics.
+func (inst *instance) outputs(msg pulsar.Message, origin envelope.Origin, records []Record) []outbound {
 	out := make([]outbound, 0, len(records))
 	for _, rec := range records {
 		topic := rec.Topic
@@ -169,8 +185,29 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		}
 		out = append(out, outbound{topic: topic, msg: outputMessage(msg, origin, rec)})
 	}
-	inst.send(msg, acks, autoAck, true, out)
-	return nil
+	return out
+}
+
+// finishLater finishes an input whose handler deferred its outcome (see
+// FunctionContext.Defer) once the outcome is reported. Until then the input
+// counts as in flight, so shutdown waits for it within its grace.
+func (inst *instance) finishLater(d *deferral, msg pulsar.Message, acks acker, autoAck bool, origin envelope.Origin, records []Record) {
+	inst.inFlight.Add(1)
+	d.resolve(func(outcome error) {
+		defer inst.inFlight.Done()
+		switch {
+		case outcome == nil:
+			inst.send(msg, acks, autoAck, true, inst.outputs(msg, origin, records))
+		case IsPermanent(outcome):
+			inst.stats.recordException(userException, outcome)
+			inst.deadLetter(msg, acks, origin, 1, outcome)
+		default:
+			inst.stats.recordException(userException, outcome)
+			if autoAck {
+				acks.Nack(msg)
+			}
+		}
+	})
 }
 
 // outbound is one message to send.
@@ -217,6 +254,7 @@ func (inst *instance) send(in pulsar.Message, acks acker, autoAck, success bool,
 // returned, in that order.
 func (inst *instance) invoke(ctx context.Context, fc *FunctionContext) ([]Record, error) {
 	fc.published = fc.published[:0]
+	fc.deferral = nil
 	start := time.Now()
 	records, err := inst.handler.call(withFunctionContext(ctx, fc), fc.msg.Payload())
 	inst.stats.recordInvocation(start, time.Since(start))

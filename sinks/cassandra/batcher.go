@@ -12,11 +12,13 @@ type BatchStarter interface {
 	Start(ctx context.Context, ops []Op) *Pending
 }
 
-// Batcher turns operations submitted one at a time, by concurrent callers,
-// into batches for a BatchStarter, and tells each caller when Cassandra has
-// confirmed its operation. It exists because the runtime hands the sink one
-// message per handler call and acknowledges the message when the call
-// returns: a caller blocks in Submit until its batch is applied.
+// Batcher turns operations submitted one at a time into batches for a
+// BatchStarter, and tells each submitter when Cassandra has confirmed its
+// operation. The runtime hands the sink one message per handler call; the
+// handler defers the message's outcome (pf's FunctionContext.Defer), submits
+// with SubmitAsync and returns, so the next message joins the same batch.
+// SubmitAsync blocks only while the queue is full: that is the sink's
+// backpressure, and what keeps memory bounded under a backlog.
 //
 // Up to Pipeline batches are in flight at once. A new batch starts filling
 // when one of them is done, and is started when it holds BatchSize
@@ -38,7 +40,7 @@ type Batcher struct {
 
 type pending struct {
 	op   Op
-	done chan error
+	done func(error)
 }
 
 // NewBatcher returns a Batcher; Run must be running for Submit to return.
@@ -51,19 +53,30 @@ func NewBatcher(starter BatchStarter, size int, linger time.Duration, pipeline i
 // it can never apply, or an error when ctx ends first (the operation may
 // still be applied later; redelivery then finds it applied).
 func (b *Batcher) Submit(ctx context.Context, op Op) error {
-	b.waiting.Add(1)
-	p := pending{op: op, done: make(chan error, 1)}
-	select {
-	case b.queue <- p:
-	case <-ctx.Done():
-		b.waiting.Add(-1)
-		return fmt.Errorf("queueing a view operation: %w", context.Cause(ctx))
+	done := make(chan error, 1)
+	if err := b.SubmitAsync(ctx, op, func(err error) { done <- err }); err != nil {
+		return err
 	}
 	select {
-	case err := <-p.done:
+	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for a view operation to be applied: %w", context.Cause(ctx))
+	}
+}
+
+// SubmitAsync queues op, blocking while the queue is full, and returns; done
+// is called once with what Submit would return, from another goroutine, when
+// op's batch is applied. It returns an error (and never calls done) when ctx
+// ends before op is queued.
+func (b *Batcher) SubmitAsync(ctx context.Context, op Op, done func(error)) error {
+	b.waiting.Add(1)
+	select {
+	case b.queue <- pending{op: op, done: done}:
+		return nil
+	case <-ctx.Done():
+		b.waiting.Add(-1)
+		return fmt.Errorf("queueing a view operation: %w", context.Cause(ctx))
 	}
 }
 
@@ -96,7 +109,7 @@ func (b *Batcher) Run(ctx context.Context) {
 		go func() {
 			res := started.Wait()
 			for i, p := range batch {
-				p.done <- res.Errs[i]
+				p.done(res.Errs[i])
 			}
 			b.inFlight.Add(-n)
 			b.waiting.Add(-n)

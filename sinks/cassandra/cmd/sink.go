@@ -27,10 +27,12 @@ func NewSink() *Sink {
 	return &Sink{ready: make(chan struct{})}
 }
 
-// Handle applies one view operation and returns once Cassandra holds its
-// effect, so the runtime acknowledges only confirmed operations. An
-// operation that can never apply comes back as pf.Permanent, which sends it
-// to the dead-letter topic with the reason.
+// Handle queues one view operation for the next batch and returns at once,
+// deferring the message's outcome until Cassandra holds its effect: the
+// runtime acknowledges only confirmed operations, and meanwhile hands over
+// the next messages, which join the same batch. An operation that can never
+// apply is reported as pf.Permanent, which sends it to the dead-letter topic
+// with the reason.
 func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 	fc, ok := pf.FromContext(ctx)
 	if !ok {
@@ -54,11 +56,13 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the sink to connect to Cassandra: %w", context.Cause(ctx))
 	}
-	err = s.batcher.Submit(ctx, cassandra.Op{View: op, Origin: origin})
-	if errors.Is(err, cassandra.ErrRejected) {
-		return pf.Permanent(err)
-	}
-	return err
+	complete := fc.Defer()
+	return s.batcher.SubmitAsync(ctx, cassandra.Op{View: op, Origin: origin}, func(err error) {
+		if errors.Is(err, cassandra.ErrRejected) {
+			err = pf.Permanent(err)
+		}
+		complete(err)
+	})
 }
 
 // setUp connects, creates or checks the schema and starts the batcher. It
