@@ -15,17 +15,33 @@ FOLDLINE_STACK_DIR="${FOLDLINE_STACK_DIR:-$FOLDLINE_ROOT/.stack}"
 PULSAR_VERSION="${PULSAR_VERSION:-4.0.8}"
 CASSANDRA_VERSION="${CASSANDRA_VERSION:-5.0.9}"
 CQLSH_VERSION="${CQLSH_VERSION:-6.2.2}"
+S3PROXY_VERSION="${S3PROXY_VERSION:-4.1.0}"
 
 PULSAR_HOME="$FOLDLINE_CACHE/apache-pulsar-$PULSAR_VERSION"
 CASSANDRA_LIB="$FOLDLINE_CACHE/cassandra-$CASSANDRA_VERSION/lib"
 CQLSH_VENV="$FOLDLINE_CACHE/cqlsh-$CQLSH_VERSION"
 M2_REPO="$FOLDLINE_CACHE/m2"
+# The tiered-storage offloaders (jclouds NAR) live beside the distribution,
+# not inside it, so a Pulsar re-fetch keeps them; the broker's
+# offloadersDirectory points here.
+PULSAR_OFFLOADERS="$FOLDLINE_CACHE/apache-pulsar-offloaders-$PULSAR_VERSION/offloaders"
+S3PROXY_JAR="$M2_REPO/org/gaul/s3proxy/$S3PROXY_VERSION/s3proxy-$S3PROXY_VERSION-jar-with-dependencies.jar"
 
 PULSAR_PORT=6650
 PULSAR_HTTP_PORT=8080
 PULSAR_BOOKIE_PORT=3181
 CASSANDRA_PORT=9042
 CASSANDRA_STORAGE_PORT=7000
+S3_PORT=9000
+
+# The local S3 server (s3proxy) that holds offloaded ledger segments. The
+# broker reads the same identity and credential from ACCESS_KEY_ID and
+# ACCESS_KEY_SECRET (the offload driver `S3` takes them from its environment).
+S3_ENDPOINT="http://127.0.0.1:$S3_PORT"
+S3_REGION=us-east-1
+S3_BUCKET=foldline-offload
+S3_IDENTITY=foldline
+S3_CREDENTIAL=foldline-local-secret
 
 say() { printf '%s\n' "$*" >&2; }
 step() { printf '==> %s\n' "$*" >&2; }
