@@ -43,32 +43,14 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 		}
 		return nil, fmt.Errorf("reading tenant %s: %w", t.Name, err)
 	}
-	var removed []string
+	removed, err := DeleteStages(ctx, s.pulsar, s.graph.Order, opts.ErrOut)
+	if err != nil {
+		return removed, err
+	}
 	note := func(format string, args ...any) {
 		line := fmt.Sprintf(format, args...)
 		fmt.Fprintln(opts.ErrOut, line)
 		removed = append(removed, line)
-	}
-	stages := slices.Clone(s.graph.Order)
-	slices.Reverse(stages)
-	for _, st := range stages {
-		err := s.pulsar.Functions.DeleteFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name)
-		switch {
-		case pulsarx.IsNotFound(err):
-		case err != nil:
-			return removed, fmt.Errorf("deleting function %s: %w", st.FullName(), err)
-		default:
-			note("deleted function %s", st.FullName())
-		}
-		for _, in := range st.Inputs {
-			gone, err := deleteSubscription(ctx, s.pulsar, in, st.SubName)
-			if err != nil {
-				return removed, err
-			}
-			if gone {
-				note("deleted subscription %s on %s", st.SubName, in)
-			}
-		}
 	}
 	if opts.Tables || opts.Purge {
 		for _, v := range s.set.Views {

@@ -243,34 +243,15 @@ func stageStatus(ctx context.Context, pulsar *pulsarx.Clients, graph *manifest.G
 
 func subscriptionStatus(ctx context.Context, pulsar *pulsarx.Clients, topic, sub string) (SubscriptionStatus, error) {
 	s := SubscriptionStatus{Topic: topic, Subscription: sub}
-	tn, err := utils.GetTopicName(topic)
-	if err != nil {
-		return s, fmt.Errorf("naming topic %s: %w", topic, err)
+	st, ok, err := pulsarx.Subscription(ctx, pulsar, topic, sub)
+	if err != nil || !ok {
+		return s, err
 	}
-	var subs map[string]utils.SubscriptionStats
-	stats, err := pulsar.Admin.Topics().GetStatsWithContext(ctx, *tn)
-	if err == nil {
-		subs = stats.Subscriptions
-	} else if pulsarx.IsNotFound(err) {
-		// Perhaps partitioned: the partitioned stats add up the partitions.
-		pstats, perr := pulsar.Admin.Topics().GetPartitionedStatsWithContext(ctx, *tn, false)
-		switch {
-		case pulsarx.IsNotFound(perr):
-			return s, nil
-		case perr != nil:
-			return s, fmt.Errorf("reading stats of topic %s: %w", topic, perr)
-		}
-		subs = pstats.Subscriptions
-	} else {
-		return s, fmt.Errorf("reading stats of topic %s: %w", topic, err)
-	}
-	if st, ok := subs[sub]; ok {
-		s.Exists = true
-		s.Backlog = st.MsgBacklog
-		s.RateOut = st.MsgRateOut
-		if st.LastAckedTimestamp > 0 {
-			s.LastAcked = time.UnixMilli(st.LastAckedTimestamp).UTC()
-		}
+	s.Exists = true
+	s.Backlog = st.MsgBacklog
+	s.RateOut = st.MsgRateOut
+	if st.LastAckedTimestamp > 0 {
+		s.LastAcked = time.UnixMilli(st.LastAckedTimestamp).UTC()
 	}
 	return s, nil
 }

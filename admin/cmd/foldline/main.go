@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/foldline/foldline/admin/backfill"
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/gen"
 	"github.com/foldline/foldline/admin/ingest"
@@ -48,6 +49,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(deploy.NewDestroyCommand())
 	root.AddCommand(status.NewCommand())
 	root.AddCommand(views.NewCommand())
+	root.AddCommand(backfill.NewCommand())
 	return root
 }
 

@@ -6,6 +6,7 @@
 package pulsarx
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/internal/services"
@@ -72,4 +74,71 @@ func IsConflict(err error) bool { return StatusCode(err) == http.StatusConflict 
 // UnknownTenant is the error for a tenant that does not exist.
 func UnknownTenant(tenant string) error {
 	return fmt.Errorf("tenant %s does not exist: deploy it with foldline deploy (or name another with --tenant): %w", tenant, exitcode.ErrNotFound)
+}
+
+// Subscription returns the stats of subscription sub on topic (added up
+// over the partitions of a partitioned topic); ok is false when the topic or
+// the subscription does not exist.
+func Subscription(ctx context.Context, c *Clients, topic, sub string) (stats utils.SubscriptionStats, ok bool, err error) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return stats, false, fmt.Errorf("naming topic %s: %w", topic, err)
+	}
+	var subs map[string]utils.SubscriptionStats
+	topicStats, err := c.Admin.Topics().GetStatsWithContext(ctx, *tn)
+	switch {
+	case err == nil:
+		subs = topicStats.Subscriptions
+	case IsNotFound(err):
+		// Perhaps partitioned: the partitioned stats add up the partitions.
+		pstats, perr := c.Admin.Topics().GetPartitionedStatsWithContext(ctx, *tn, false)
+		switch {
+		case IsNotFound(perr):
+			return stats, false, nil
+		case perr != nil:
+			return stats, false, fmt.Errorf("reading stats of topic %s: %w", topic, perr)
+		}
+		subs = pstats.Subscriptions
+	default:
+		return stats, false, fmt.Errorf("reading stats of topic %s: %w", topic, err)
+	}
+	stats, ok = subs[sub]
+	return stats, ok, nil
+}
+
+// Entries returns how many entries (messages, or batches of them, as the
+// broker stores them) topic holds, over all its partitions; a topic that
+// does not exist holds none. Subscription backlogs count the same unit.
+func Entries(ctx context.Context, c *Clients, topic string) (int64, error) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return 0, fmt.Errorf("naming topic %s: %w", topic, err)
+	}
+	meta, err := c.Admin.Topics().GetMetadataWithContext(ctx, *tn)
+	if err != nil && !IsNotFound(err) {
+		return 0, fmt.Errorf("reading partitions of topic %s: %w", topic, err)
+	}
+	names := []string{topic}
+	if err == nil && meta.Partitions > 0 {
+		names = names[:0]
+		for i := range meta.Partitions {
+			names = append(names, fmt.Sprintf("%s-partition-%d", topic, i))
+		}
+	}
+	var total int64
+	for _, name := range names {
+		ptn, err := utils.GetTopicName(name)
+		if err != nil {
+			return 0, fmt.Errorf("naming topic %s: %w", name, err)
+		}
+		stats, err := c.Admin.Topics().GetInternalStatsWithContext(ctx, *ptn)
+		switch {
+		case IsNotFound(err):
+		case err != nil:
+			return 0, fmt.Errorf("reading internal stats of topic %s: %w", name, err)
+		default:
+			total += stats.NumberOfEntries
+		}
+	}
+	return total, nil
 }

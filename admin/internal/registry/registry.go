@@ -159,3 +159,95 @@ func Remove(ctx context.Context, s *gocql.Session, keyspace, view string) error 
 	}
 	return nil
 }
+
+// RegisterBuilding records table as a version of view in state building,
+// whatever the view's other versions: a backfill fills it before any reader
+// may use it, even for a view that has no active table yet. Registering a
+// known version changes nothing.
+func RegisterBuilding(ctx context.Context, s *gocql.Session, keyspace, view, table, definition string) error {
+	entry, err := Get(ctx, s, keyspace, view)
+	if err != nil {
+		return err
+	}
+	for _, v := range entry.Versions {
+		if v.Table == table {
+			return nil
+		}
+	}
+	q := fmt.Sprintf(`UPDATE %q.%q SET state = ?, definition = ?, created_at = ? WHERE view_name = ? AND table_name = ?`, keyspace, Table)
+	if err := s.Query(q, StateBuilding, definition, time.Now(), view, table).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("registering table %s of view %s as building: %w", table, view, err)
+	}
+	return nil
+}
+
+// ErrUnknownTable is the error for a table the registry does not list.
+var ErrUnknownTable = errors.New("table not registered")
+
+// Activate makes table the view's active table and retires the one active
+// before, in one logged batch on the view's partition: atomic and isolated,
+// so a reader sees the old active table or the new one, never neither. It
+// returns the table active before ("" if none).
+func Activate(ctx context.Context, s *gocql.Session, keyspace, view, table string) (string, error) {
+	entry, err := Get(ctx, s, keyspace, view)
+	if err != nil {
+		return "", err
+	}
+	known := false
+	for _, v := range entry.Versions {
+		known = known || v.Table == table
+	}
+	if !known {
+		return "", fmt.Errorf("activating %s.%s for view %s: %w", keyspace, table, view, ErrUnknownTable)
+	}
+	if entry.ActiveTable == table {
+		return table, nil
+	}
+	b := s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
+	b.Query(fmt.Sprintf(`UPDATE %q.%q SET active_table = ?, state = ? WHERE view_name = ? AND table_name = ?`, keyspace, Table),
+		table, StateActive, view, table)
+	if entry.ActiveTable != "" {
+		b.Query(fmt.Sprintf(`UPDATE %q.%q SET state = ? WHERE view_name = ? AND table_name = ?`, keyspace, Table),
+			StateRetired, view, entry.ActiveTable)
+	}
+	if err := s.ExecuteBatch(b); err != nil {
+		return "", fmt.Errorf("switching view %s to table %s: %w", view, table, err)
+	}
+	return entry.ActiveTable, nil
+}
+
+// FindTable returns the view that has table among its versions.
+func FindTable(ctx context.Context, s *gocql.Session, keyspace, table string) (string, error) {
+	entries, err := List(ctx, s, keyspace)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		for _, v := range e.Versions {
+			if v.Table == table {
+				return e.View, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("finding table %s in %s.%s: %w", table, keyspace, Table, ErrUnknownTable)
+}
+
+// ErrActiveTable is the error for removing the table readers use.
+var ErrActiveTable = errors.New("table is active")
+
+// Unregister forgets one table version of view (the table is the caller's
+// to drop); the active one cannot be forgotten.
+func Unregister(ctx context.Context, s *gocql.Session, keyspace, view, table string) error {
+	entry, err := Get(ctx, s, keyspace, view)
+	if err != nil {
+		return err
+	}
+	if entry.ActiveTable == table {
+		return fmt.Errorf("removing table %s of view %s from the registry: %w", table, view, ErrActiveTable)
+	}
+	q := fmt.Sprintf(`DELETE FROM %q.%q WHERE view_name = ? AND table_name = ?`, keyspace, Table)
+	if err := s.Query(q, view, table).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("removing table %s of view %s from the registry: %w", table, view, err)
+	}
+	return nil
+}

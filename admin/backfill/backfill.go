@@ -1,0 +1,602 @@
+// Package backfill is `foldline backfill`: it runs a view's transformations
+// over all history while the current version keeps serving, then switches
+// the view to the result.
+//
+// Pulsar applies a subscription's initial position only when the
+// subscription is created, and refuses a new subscription name on
+// `functions update`, so a backfill is a copy of the view's path (every
+// stage from the ledger to its sink, shared stages included) deployed under
+// new function, subscription and topic names (manifest.ForkPath) with
+// position Earliest, writing into a new table version registered as
+// building. Its progress is read from the subscriptions' backlogs against
+// the ledger's size at the start; its record (which functions, the ledger
+// size, the state) lives in Cassandra next to the view registry, so the CLI
+// may exit and `--watch` takes over later. Once every stage has caught up,
+// the old and new tables are compared, the registry switches the view's
+// active table in one write, and the old path's functions that no other
+// view needs are deleted; the old table stays for rollback.
+package backfill
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/admin/deploy"
+	"github.com/foldline/foldline/admin/internal/cqlx"
+	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/admin/internal/pulsarx"
+	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/admin/progress"
+	"github.com/foldline/foldline/sinks/cassandra"
+)
+
+// Errors for decisions (the CLI maps them to exit codes and messages).
+var (
+	// ErrAlreadyRunning: the view has a backfill that has not finished.
+	ErrAlreadyRunning = errors.New("already backfilling")
+	// ErrNoBackfill: --watch or --abort of a view with no running backfill.
+	ErrNoBackfill = errors.New("no running backfill")
+	// ErrNotIdentical: --require-identical and the tables differ.
+	ErrNotIdentical = errors.New("the new table differs from the old one")
+	// ErrNotCaughtUp: the watch timed out before every stage caught up;
+	// the backfill goes on.
+	ErrNotCaughtUp = errors.New("not caught up yet")
+)
+
+// Options are backfill's settings. The embedded deploy options give the
+// manifests, the target tenant, the services, the binary cache and how long
+// to wait for the new functions' instances.
+type Options struct {
+	deploy.Options
+	// View is the view to backfill.
+	View string
+	// Threshold is the backlog (entries) under which a stage counts as
+	// caught up. Default 0.
+	Threshold int64
+	// RequireIdentical makes a difference between the old and the new
+	// table fatal (a replay of an unchanged transformation).
+	RequireIdentical bool
+	// KeepOld is how long the old table is kept after the switch for a
+	// rollback (foldline views --activate); a later backfill of the view
+	// drops old tables past it. Default 7 days.
+	KeepOld time.Duration
+	// Poll is the time between progress snapshots. Default 1s.
+	Poll time.Duration
+	// Timeout bounds how long to watch; 0 watches until caught up.
+	Timeout time.Duration
+	// JSON prints each snapshot and the result as JSON lines on Out.
+	JSON bool
+}
+
+func (o *Options) defaults() {
+	if o.KeepOld == 0 {
+		o.KeepOld = 7 * 24 * time.Hour
+	}
+	if o.Poll == 0 {
+		o.Poll = time.Second
+	}
+	if o.ErrOut == nil {
+		o.ErrOut = io.Discard
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+}
+
+// Result is what a finished backfill did.
+type Result struct {
+	View     string `json:"view"`
+	Table    string `json:"table"`
+	OldTable string `json:"oldTable,omitempty"`
+	State    string `json:"state"`
+	Diff     *Diff  `json:"diff,omitempty"`
+	// Retired lists what the switch removed (old functions, subscriptions).
+	Retired []string `json:"retired"`
+	// Dropped lists old tables dropped because their retention passed.
+	Dropped []string `json:"dropped"`
+}
+
+// env is one connection to the cluster with the manifests loaded.
+type env struct {
+	set    *manifest.Set
+	graph  *manifest.Graph
+	view   *manifest.View
+	pulsar *pulsarx.Clients
+	cql    *gocql.Session
+	store  store
+}
+
+func (e *env) Close() { e.cql.Close() }
+
+func open(ctx context.Context, opts Options) (*env, error) {
+	set, err := opts.Target.Load(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	graph, problems := set.Graph()
+	if err := problems.Err(); err != nil {
+		return nil, err
+	}
+	view, err := set.ViewByName(opts.View)
+	if err != nil {
+		return nil, fmt.Errorf("backfilling: %w: %w", err, exitcode.ErrNotFound)
+	}
+	pulsar, err := pulsarx.Connect(opts.Services)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pulsar.Admin.Tenants().GetWithContext(ctx, set.Tenant.Name); err != nil {
+		if pulsarx.IsNotFound(err) {
+			return nil, pulsarx.UnknownTenant(set.Tenant.Name)
+		}
+		return nil, fmt.Errorf("reading tenant %s: %w", set.Tenant.Name, err)
+	}
+	cql, err := cqlx.Connect(opts.Services)
+	if err != nil {
+		return nil, err
+	}
+	return &env{set: set, graph: graph, view: view, pulsar: pulsar, cql: cql, store: store{cql: cql, keyspace: set.Tenant.Keyspace}}, nil
+}
+
+// Start deploys a backfill of opts.View and returns its record without
+// waiting for it to catch up (Watch does). A view already backfilling is
+// refused with ErrAlreadyRunning.
+func Start(ctx context.Context, opts Options) (*Record, error) {
+	opts.defaults()
+	e, err := open(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	return e.start(ctx, opts)
+}
+
+func (e *env) start(ctx context.Context, opts Options) (*Record, error) {
+	ks, view := e.set.Tenant.Keyspace, e.view.Name
+	if running, err := e.store.running(ctx, view); err != nil {
+		return nil, err
+	} else if running != nil {
+		return nil, fmt.Errorf("view %s is already backfilling into %s.%s (started %s): follow it with foldline backfill --watch %s, or drop it with foldline backfill --abort %s: %w",
+			view, ks, running.Table, running.StartedAt.Format(time.RFC3339), view, view, ErrAlreadyRunning)
+	}
+	exists, err := registry.Exists(ctx, e.cql, ks)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, fmt.Errorf("keyspace %s has no view registry: deploy the manifests first with foldline deploy: %w", ks, exitcode.ErrNotFound)
+	}
+	entry, err := registry.Get(ctx, e.cql, ks, view)
+	if err != nil {
+		return nil, err
+	}
+	forked := manifest.ForkPath(e.graph.PathTo(view), nextVersion(entry, e.view))
+	sink := forked[len(forked)-1].View
+	rec := &Record{View: view, Table: sink.Table(), OldTable: entry.ActiveTable, State: StateRunning,
+		Stages: refsOf(forked), LedgerAtStart: map[string]int64{}, StartedAt: time.Now().UTC()}
+	for _, st := range forked {
+		for _, in := range st.Inputs {
+			if e.graph.Ledger[in] {
+				if rec.LedgerAtStart[in], err = pulsarx.Entries(ctx, e.pulsar, in); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	// Recorded before anything is deployed: a second start is refused and
+	// --abort can clean up whatever a failed start left behind.
+	if err := e.store.ensure(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.store.put(ctx, rec); err != nil {
+		return nil, err
+	}
+	definition, err := json.Marshal(sink.Schema())
+	if err != nil {
+		return nil, fmt.Errorf("encoding the definition of view %s: %w", view, err)
+	}
+	if err := registry.RegisterBuilding(ctx, e.cql, ks, view, rec.Table, string(definition)); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(opts.ErrOut, "backfilling %s into %s.%s (active: %s) over %d ledger entries\n", view, ks, rec.Table, orNone(rec.OldTable), sum(rec.LedgerAtStart))
+	if err := deploy.CreateStages(ctx, opts.Options, e.pulsar, e.cql, e.set, forked); err != nil {
+		return rec, fmt.Errorf("deploying the backfill of %s (see foldline status; foldline backfill --abort %s removes it): %w", view, view, err)
+	}
+	return rec, nil
+}
+
+var versionSuffix = regexp.MustCompile(`_v([0-9]+)$`)
+
+// nextVersion is the table version a backfill fills: the manifests' for a
+// view never registered (a new view), else one past every version the
+// registry knows (and at least the manifests').
+func nextVersion(entry registry.Entry, v *manifest.View) int {
+	if len(entry.Versions) == 0 {
+		return v.Version
+	}
+	highest := 0
+	for _, ver := range entry.Versions {
+		if m := versionSuffix.FindStringSubmatch(ver.Table); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			highest = max(highest, n)
+		}
+	}
+	return max(highest+1, v.Version)
+}
+
+// Run starts a backfill of opts.View (or takes over the running one when
+// watch is set) and watches it until it has switched.
+func Run(ctx context.Context, opts Options, watch bool) (*Result, error) {
+	opts.defaults()
+	e, err := open(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	rec, err := e.store.running(ctx, e.view.Name)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case watch && rec == nil:
+		return nil, fmt.Errorf("view %s: %w (start one with foldline backfill %s): %w", e.view.Name, ErrNoBackfill, e.view.Name, exitcode.ErrNotFound)
+	case !watch:
+		if rec, err = e.start(ctx, opts); err != nil {
+			return nil, err
+		}
+	}
+	return e.watch(ctx, opts, rec)
+}
+
+// watch polls rec's progress until every stage has caught up twice in a
+// row, then finishes it.
+func (e *env) watch(ctx context.Context, opts Options, rec *Record) (*Result, error) {
+	var deadline time.Time
+	if opts.Timeout > 0 {
+		deadline = time.Now().Add(opts.Timeout)
+	}
+	tty := progress.IsTerminal(opts.ErrOut)
+	var drawn drawState
+	caughtUp := 0
+	for {
+		snap, err := snapshot(ctx, e.pulsar, rec, opts.Threshold, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if snap.CaughtUp {
+			caughtUp++
+		} else {
+			caughtUp = 0
+		}
+		done := caughtUp >= 2
+		if err := opts.emit(snap, tty, done, &drawn); err != nil {
+			return nil, err
+		}
+		if done {
+			return e.finish(ctx, opts, rec)
+		}
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			return nil, fmt.Errorf("watching the backfill of %s for %s: %w (it goes on: foldline backfill --watch %s)", rec.View, opts.Timeout, ErrNotCaughtUp, rec.View)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("watching the backfill of %s: %w", rec.View, ctx.Err())
+		case <-time.After(opts.Poll):
+		}
+	}
+}
+
+// emit prints a snapshot: every one as a JSON line with -o json; as text on
+// ErrOut every few seconds and at the end, or, on a terminal, redrawn in
+// place every poll.
+func (o Options) emit(s *Snapshot, tty, final bool, drawn *drawState) error {
+	if o.JSON {
+		if err := json.NewEncoder(o.Out).Encode(s); err != nil {
+			return fmt.Errorf("writing a progress snapshot: %w", err)
+		}
+		return nil
+	}
+	if !tty && !final && time.Since(drawn.at) < 5*time.Second {
+		return nil
+	}
+	var buf bytes.Buffer
+	s.Write(&buf, tty)
+	if tty && drawn.lines > 0 {
+		fmt.Fprintf(o.ErrOut, "\033[%dA\033[J", drawn.lines) // back over the last drawing
+	}
+	drawn.at, drawn.lines = time.Now(), bytes.Count(buf.Bytes(), []byte("\n"))
+	_, err := o.ErrOut.Write(buf.Bytes())
+	return err
+}
+
+// drawState is what emit remembers of its last drawing.
+type drawState struct {
+	at    time.Time
+	lines int
+}
+
+// finish compares the tables, switches the registry, retires the old path
+// and drops old tables past their retention.
+func (e *env) finish(ctx context.Context, opts Options, rec *Record) (*Result, error) {
+	ks := e.set.Tenant.Keyspace
+	res := &Result{View: rec.View, Table: rec.Table, OldTable: rec.OldTable, Retired: []string{}, Dropped: []string{}}
+	oldPath, err := e.currentPath(ctx, rec.View, rec.OldTable)
+	if err != nil {
+		return nil, err
+	}
+	if rec.OldTable != "" {
+		if err := e.waitCaughtUp(ctx, opts, oldPath); err != nil {
+			fmt.Fprintf(opts.ErrOut, "comparing anyway: %v\n", err)
+		}
+		oldSchema, err := e.registeredSchema(ctx, rec.View, rec.OldTable)
+		if err != nil {
+			return nil, err
+		}
+		newSchema, err := e.registeredSchema(ctx, rec.View, rec.Table)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Diff, err = compareTables(ctx, e.cql, oldSchema, newSchema); err != nil {
+			return nil, err
+		}
+		res.Diff = rec.Diff
+		if err := e.store.put(ctx, rec); err != nil {
+			return nil, err
+		}
+		if !opts.JSON {
+			fmt.Fprintf(opts.ErrOut, "%s.%s vs %s.%s: %s\n", ks, rec.OldTable, ks, rec.Table, rec.Diff)
+			for _, ex := range rec.Diff.Examples {
+				fmt.Fprintln(opts.ErrOut, "  "+ex)
+			}
+		}
+		if opts.RequireIdentical && !rec.Diff.Identical() {
+			res.State = rec.State
+			return res, fmt.Errorf("backfill of %s: %s: %w (it keeps running: foldline backfill --abort %s drops it; without --require-identical it switches)",
+				rec.View, rec.Diff, ErrNotIdentical, rec.View)
+		}
+	}
+	if _, err := registry.Activate(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
+		return nil, err
+	}
+	rec.State, rec.FinishedAt, rec.KeepOldUntil = StateSwitched, time.Now().UTC(), time.Now().Add(opts.KeepOld).UTC()
+	if err := e.store.put(ctx, rec); err != nil {
+		return nil, err
+	}
+	res.State = rec.State
+	fmt.Fprintf(opts.ErrOut, "view %s now reads %s.%s (was %s)\n", rec.View, ks, rec.Table, orNone(rec.OldTable))
+	retire, err := e.unshared(ctx, rec.View, oldPath)
+	if err != nil {
+		return res, err
+	}
+	if res.Retired, err = deploy.DeleteStages(ctx, e.pulsar, retire, opts.ErrOut); err != nil {
+		return res, fmt.Errorf("retiring the old functions of %s: %w", rec.View, err)
+	}
+	res.Dropped, err = e.dropExpired(ctx, rec.View)
+	if res.Retired == nil {
+		res.Retired = []string{}
+	}
+	return res, err
+}
+
+// currentPath returns the stages that fill table: the path of the backfill
+// that built it, or the manifests' path when deploy did. No table, no path.
+func (e *env) currentPath(ctx context.Context, view, table string) ([]*manifest.Stage, error) {
+	if table == "" {
+		return nil, nil
+	}
+	rec, err := e.store.byTable(ctx, view, table)
+	if err != nil {
+		return nil, err
+	}
+	if rec != nil && rec.State == StateSwitched {
+		return stagesOf(rec.Stages), nil
+	}
+	return e.graph.PathTo(view), nil
+}
+
+// unshared returns the stages of path that no other view's active path
+// needs (a shared stage such as validate keeps feeding the others).
+func (e *env) unshared(ctx context.Context, view string, path []*manifest.Stage) ([]*manifest.Stage, error) {
+	needed := map[string]bool{}
+	for _, other := range e.set.Views {
+		if other.Name == view {
+			continue
+		}
+		entry, err := registry.Get(ctx, e.cql, e.set.Tenant.Keyspace, other.Name)
+		if err != nil {
+			return nil, err
+		}
+		stages, err := e.currentPath(ctx, other.Name, entry.ActiveTable)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range stages {
+			needed[st.FullName()] = true
+		}
+	}
+	var out []*manifest.Stage
+	for _, st := range path {
+		if !needed[st.FullName()] {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// waitCaughtUp waits (a bounded while) until the old path's backlogs are
+// under the threshold too, so that the comparison sees both tables at the
+// same point of the ledger.
+func (e *env) waitCaughtUp(ctx context.Context, opts Options, path []*manifest.Stage) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		behind := ""
+		for _, st := range path {
+			for _, in := range st.Inputs {
+				sub, ok, err := pulsarx.Subscription(ctx, e.pulsar, in, st.SubName)
+				if err != nil {
+					return err
+				}
+				if ok && sub.MsgBacklog > opts.Threshold && behind == "" {
+					behind = fmt.Sprintf("%s has %d entries of backlog", st.FullName(), sub.MsgBacklog)
+				}
+			}
+		}
+		if behind == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the old version is not caught up: %s", behind)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(opts.Poll):
+		}
+	}
+}
+
+// registeredSchema returns a table's definition from the registry.
+func (e *env) registeredSchema(ctx context.Context, view, table string) (cassandra.ViewSchema, error) {
+	var schema cassandra.ViewSchema
+	entry, err := registry.Get(ctx, e.cql, e.set.Tenant.Keyspace, view)
+	if err != nil {
+		return schema, err
+	}
+	for _, v := range entry.Versions {
+		if v.Table == table {
+			if err := json.Unmarshal([]byte(v.Definition), &schema); err != nil {
+				return schema, fmt.Errorf("reading the registered definition of %s: %w", table, err)
+			}
+			schema.Keyspace, schema.Table = e.set.Tenant.Keyspace, table
+			return schema, nil
+		}
+	}
+	return schema, fmt.Errorf("reading the definition of %s: %w", table, registry.ErrUnknownTable)
+}
+
+// dropExpired drops the old tables of view's switched backfills whose
+// retention has passed, unless one of them is active again (rolled back).
+func (e *env) dropExpired(ctx context.Context, view string) ([]string, error) {
+	ks := e.set.Tenant.Keyspace
+	records, err := e.store.list(ctx, view)
+	if err != nil {
+		return nil, err
+	}
+	entry, err := registry.Get(ctx, e.cql, ks, view)
+	if err != nil {
+		return nil, err
+	}
+	registered := map[string]bool{}
+	for _, v := range entry.Versions {
+		registered[v.Table] = true
+	}
+	dropped := []string{}
+	for _, r := range records {
+		old := r.OldTable
+		if r.State != StateSwitched || old == "" || old == entry.ActiveTable || !registered[old] || time.Now().Before(r.KeepOldUntil) {
+			continue
+		}
+		if err := e.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %q.%q`, ks, old)).WithContext(ctx).Exec(); err != nil {
+			return dropped, fmt.Errorf("dropping old table %s.%s: %w", ks, old, err)
+		}
+		if err := registry.Unregister(ctx, e.cql, ks, view, old); err != nil {
+			return dropped, err
+		}
+		registered[old] = false
+		dropped = append(dropped, ks+"."+old)
+	}
+	return dropped, nil
+}
+
+// Abort removes view's running backfill: its functions and subscriptions,
+// its topics, its table and the table's registration. The active table is
+// untouched.
+func Abort(ctx context.Context, opts Options) (*Record, error) {
+	opts.defaults()
+	e, err := open(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	ks := e.set.Tenant.Keyspace
+	rec, err := e.store.running(ctx, e.view.Name)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("view %s: %w (to go back to an older table after a switch: foldline views --activate TABLE): %w", e.view.Name, ErrNoBackfill, exitcode.ErrNotFound)
+	}
+	stages := stagesOf(rec.Stages)
+	if _, err := deploy.DeleteStages(ctx, e.pulsar, stages, opts.ErrOut); err != nil {
+		return nil, err
+	}
+	var topics []string
+	for _, ref := range rec.Stages {
+		for _, t := range []string{ref.Output, ref.DeadLetterTopic} {
+			if t != "" {
+				topics = append(topics, t)
+			}
+		}
+	}
+	if err := deploy.DeleteTopics(ctx, e.pulsar, topics); err != nil {
+		return nil, err
+	}
+	if err := e.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %q.%q`, ks, rec.Table)).WithContext(ctx).Exec(); err != nil {
+		return nil, fmt.Errorf("dropping table %s.%s: %w", ks, rec.Table, err)
+	}
+	if err := registry.Unregister(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
+		return nil, err
+	}
+	rec.State, rec.FinishedAt = StateAborted, time.Now().UTC()
+	if err := e.store.put(ctx, rec); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(opts.ErrOut, "aborted the backfill of %s into %s.%s\n", rec.View, ks, rec.Table)
+	return rec, nil
+}
+
+// Running returns a progress snapshot of every running backfill of
+// keyspace, for foldline status.
+func Running(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, keyspace string) ([]*Snapshot, error) {
+	records, err := store{cql: cql, keyspace: keyspace}.list(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []*Snapshot
+	for _, r := range records {
+		if r.State != StateRunning {
+			continue
+		}
+		s, err := snapshot(ctx, pulsar, r, 0, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func orNone(table string) string {
+	if table == "" {
+		return "none"
+	}
+	return table
+}
+
+func sum(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

@@ -1,0 +1,104 @@
+package backfill
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/admin/internal/target"
+)
+
+// NewCommand returns `foldline backfill`.
+func NewCommand() *cobra.Command {
+	var (
+		opts                 Options
+		watch, abort, detach bool
+	)
+	cmd := &cobra.Command{
+		Use:   "backfill VIEW [DIR]",
+		Short: "Rebuild a view from the whole ledger into a new table, then switch to it",
+		Long: `Run the path from the ledger to VIEW (every function on the way and the sink)
+over all history, as declared in the manifests in DIR (default manifests/): a new or
+changed transformation is deployed under new function, subscription and topic names
+(suffix -bf-<table>) with position Earliest, writing into a new table version
+(<view>_v<N+1>, registered as building), while the current version keeps serving.
+
+Progress (per stage: ledger entries done out of the ledger's size at the start, rate,
+ETA, backlog) goes to stderr, or as JSON lines to stdout with -o json. When every stage
+has caught up, the old and new tables are compared (rows only in the old, only in the
+new, differing, a few examples), the view registry switches the active table in one
+write, and the old path's functions that no other view needs are deleted. The old
+table stays for --keep-old (rollback: foldline views --activate TABLE).
+
+The backfill survives the CLI: --detach starts it and exits, foldline status shows it,
+--watch takes it over (and switches when it has caught up), --abort removes it.`,
+		Example: `  foldline backfill product_sales
+  foldline backfill user_activity --require-identical --tenant shop-test
+  foldline backfill product_sales --detach && foldline backfill --watch product_sales -o json
+  foldline backfill --abort product_sales`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.View = args[0]
+			opts.Dir = target.Dir(args[1:])
+			opts.Services = target.Services()
+			opts.Out, opts.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			var err error
+			if opts.JSON, err = opts.Target.JSON(); err != nil {
+				return err
+			}
+			if n := countTrue(watch, abort, detach); n > 1 {
+				return fmt.Errorf("--watch, --abort and --detach exclude each other: %w", exitcode.ErrUsage)
+			}
+			var result any
+			switch {
+			case abort:
+				result, err = Abort(cmd.Context(), opts)
+			case detach:
+				var rec *Record
+				if rec, err = Start(cmd.Context(), opts); err == nil {
+					fmt.Fprintf(opts.ErrOut, "started; follow it with foldline backfill --watch %s\n", rec.View)
+				}
+				result = rec
+			default:
+				var res *Result
+				if res, err = Run(cmd.Context(), opts, watch); res != nil {
+					result = res
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if opts.JSON {
+				return json.NewEncoder(opts.Out).Encode(result)
+			}
+			if res, ok := result.(*Result); ok {
+				fmt.Fprintf(opts.Out, "View %s switched to %s (was %s); %d old resources retired.\n", res.View, res.Table, orNone(res.OldTable), len(res.Retired))
+			}
+			return nil
+		},
+	}
+	opts.Target.Register(cmd.Flags())
+	f := cmd.Flags()
+	f.BoolVar(&watch, "watch", false, "take over the view's running backfill: show its progress and switch when caught up")
+	f.BoolVar(&abort, "abort", false, "remove the view's running backfill (functions, topics, new table); the active table stays")
+	f.BoolVar(&detach, "detach", false, "start the backfill and exit (foldline status shows it, --watch takes it over)")
+	f.BoolVar(&opts.RequireIdentical, "require-identical", false, "fail instead of switching when the new table differs from the old one")
+	f.Int64Var(&opts.Threshold, "threshold", 0, "backlog (entries) under which a stage counts as caught up")
+	f.DurationVar(&opts.KeepOld, "keep-old", 7*24*time.Hour, "how long the old table is kept for a rollback after the switch")
+	f.DurationVar(&opts.Timeout, "timeout", 0, "stop watching after this long (the backfill goes on); 0 watches until caught up")
+	f.DurationVar(&opts.Wait, "wait", 5*time.Minute, "how long to wait for the new functions' instances to run")
+	return cmd
+}
+
+func countTrue(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,162 @@
+package backfill
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/foldline/foldline/admin/internal/pulsarx"
+	"github.com/foldline/foldline/admin/progress"
+)
+
+// StageProgress is how far one stage of a backfill has got. Counts are in
+// the broker's entries (a batch of events is one entry), the unit of both
+// topic sizes and subscription backlogs; Processed is in events.
+type StageProgress struct {
+	Name         string `json:"name"`
+	Kind         string `json:"kind"`
+	Subscription string `json:"subscription"`
+	// Done is how many entries of its input the stage has acknowledged;
+	// Total what it has to get through: the ledger's size when the
+	// backfill started for a stage that reads the ledger, the input's
+	// current size for a later stage (it grows as the stage before works).
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
+	// Backlog is what waits on its subscription now (live traffic too).
+	Backlog int64 `json:"backlog"`
+	// RatePerSecond is Done over the time since the backfill started;
+	// ETASeconds the time left at that rate (absent when unknown).
+	RatePerSecond float64  `json:"ratePerSecond"`
+	ETASeconds    *float64 `json:"etaSeconds,omitempty"`
+	// Processed counts events the running instances processed (since they
+	// started: a restarted instance counts from zero again).
+	Processed int64 `json:"processed"`
+	Running   int   `json:"running"`
+	Instances int   `json:"instances"`
+	// DeadLettered counts the entries in the stage's dead-letter topic.
+	DeadLettered int64 `json:"deadLettered"`
+	// Problem says why the stage may not progress ("" when nothing is
+	// wrong): an instance down with its error, a subscription missing,
+	// dead letters.
+	Problem string `json:"problem,omitempty"`
+}
+
+// Snapshot is a backfill's progress at one moment (-o json prints one per
+// poll).
+type Snapshot struct {
+	View     string          `json:"view"`
+	Table    string          `json:"table"`
+	OldTable string          `json:"oldTable,omitempty"`
+	State    string          `json:"state"`
+	At       time.Time       `json:"at"`
+	Elapsed  float64         `json:"elapsedSeconds"`
+	Stages   []StageProgress `json:"stages"`
+	// CaughtUp: every stage has got through the ledger as it was at the
+	// start and its backlog is at most the threshold.
+	CaughtUp bool `json:"caughtUp"`
+}
+
+// snapshot measures r's stages, upstream first. Reading the upstream
+// stages before the downstream ones makes "all caught up" sound: whatever
+// an upstream stage had acknowledged it had also written before a later
+// stage's backlog was read.
+func snapshot(ctx context.Context, pulsar *pulsarx.Clients, r *Record, threshold int64, now time.Time) (*Snapshot, error) {
+	s := &Snapshot{View: r.View, Table: r.Table, OldTable: r.OldTable, State: r.State, At: now.UTC(),
+		Elapsed: now.Sub(r.StartedAt).Seconds(), CaughtUp: r.State == StateRunning}
+	for _, ref := range r.Stages {
+		p := StageProgress{Name: ref.Name, Kind: ref.Kind, Subscription: ref.SubName}
+		var problems []string
+		for _, in := range ref.Inputs {
+			sub, ok, err := pulsarx.Subscription(ctx, pulsar, in, ref.SubName)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				problems = append(problems, "no subscription on "+in)
+				s.CaughtUp = false
+				continue
+			}
+			size, err := pulsarx.Entries(ctx, pulsar, in)
+			if err != nil {
+				return nil, err
+			}
+			p.Backlog += sub.MsgBacklog
+			p.Done += max(size-sub.MsgBacklog, 0)
+			if atStart, ledger := r.LedgerAtStart[in]; ledger {
+				p.Total += atStart
+			} else {
+				p.Total += size
+			}
+		}
+		if p.Done < p.Total || p.Backlog > threshold {
+			s.CaughtUp = false
+		}
+		if s.Elapsed > 0 {
+			p.RatePerSecond = float64(p.Done) / s.Elapsed
+		}
+		if p.RatePerSecond > 0 && p.Done < p.Total {
+			eta := float64(p.Total-p.Done) / p.RatePerSecond
+			p.ETASeconds = &eta
+		}
+		status, err := pulsar.Functions.GetFunctionStatusWithContext(ctx, ref.Tenant, ref.Namespace, ref.Name)
+		switch {
+		case pulsarx.IsNotFound(err):
+			problems = append(problems, "function "+ref.FullName()+" is not deployed")
+		case err != nil:
+			return nil, fmt.Errorf("reading status of function %s: %w", ref.FullName(), err)
+		default:
+			p.Instances = status.NumInstances
+			for _, inst := range status.Instances {
+				p.Processed += inst.Status.NumSuccessfullyProcessed
+				if inst.Status.Running {
+					p.Running++
+				} else {
+					problems = append(problems, fmt.Sprintf("instance %d not running: %s", inst.InstanceID, orUnknown(inst.Status.Err)))
+				}
+			}
+		}
+		if ref.DeadLetterTopic != "" {
+			n, err := pulsarx.Entries(ctx, pulsar, ref.DeadLetterTopic)
+			if err != nil {
+				return nil, err
+			}
+			if p.DeadLettered = n; n > 0 {
+				problems = append(problems, fmt.Sprintf("%d entries dead-lettered to %s", n, ref.DeadLetterTopic))
+			}
+		}
+		p.Problem = strings.Join(problems, "; ")
+		s.Stages = append(s.Stages, p)
+	}
+	return s, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "no error reported"
+	}
+	return s
+}
+
+// Write prints the snapshot, one line per stage; bars draws progress bars
+// (on a terminal).
+func (s *Snapshot) Write(w io.Writer, bars bool) {
+	state := s.State
+	if s.CaughtUp {
+		state = "caught up"
+	}
+	fmt.Fprintf(w, "backfill of %s into %s: %s after %s\n", s.View, s.Table, state, (time.Duration(s.Elapsed) * time.Second).Round(time.Second))
+	width := 0
+	for _, p := range s.Stages {
+		width = max(width, len(p.Name))
+	}
+	for _, p := range s.Stages {
+		label := fmt.Sprintf("  %-*s", width, p.Name)
+		line := progress.Format(label, "entries", p.Done, p.Total, time.Duration(s.Elapsed*float64(time.Second)), bars)
+		fmt.Fprintf(w, "%s, backlog %d, %d events processed, %d/%d running\n", line, p.Backlog, p.Processed, p.Running, p.Instances)
+		if p.Problem != "" {
+			fmt.Fprintf(w, "  %-*s  ! %s\n", width, "", p.Problem)
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package backfill
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/admin/manifest"
+)
+
+// Table is where backfills are recorded, in each tenant keyspace next to the
+// view registry: what a backfill deployed and how far it got survives the
+// CLI that started it, so that status shows it and --watch or --abort
+// take it over.
+const Table = "foldline_backfills"
+
+// The states of a backfill.
+const (
+	// StateRunning: its functions run; not switched yet.
+	StateRunning = "running"
+	// StateSwitched: its table became the active one.
+	StateSwitched = "switched"
+	// StateAborted: its functions, topics and table were removed.
+	StateAborted = "aborted"
+)
+
+// StageRef is a deployed stage of a backfill: enough to watch and delete it.
+type StageRef struct {
+	Kind      string   `json:"kind"`
+	Name      string   `json:"name"`
+	Tenant    string   `json:"tenant"`
+	Namespace string   `json:"namespace"`
+	Inputs    []string `json:"inputs"`
+	Output    string   `json:"output,omitempty"`
+	SubName   string   `json:"subName"`
+	// DeadLetterTopic is where the stage puts what it cannot process.
+	DeadLetterTopic string `json:"deadLetterTopic,omitempty"`
+}
+
+// FullName is tenant/namespace/name.
+func (s StageRef) FullName() string { return s.Tenant + "/" + s.Namespace + "/" + s.Name }
+
+func refOf(st *manifest.Stage) StageRef {
+	return StageRef{Kind: string(st.Kind), Name: st.Name, Tenant: st.Tenant, Namespace: st.Namespace,
+		Inputs: st.Inputs, Output: st.Output, SubName: st.SubName, DeadLetterTopic: st.DeadLetterTopic()}
+}
+
+func refsOf(stages []*manifest.Stage) []StageRef {
+	refs := make([]StageRef, len(stages))
+	for i, st := range stages {
+		refs[i] = refOf(st)
+	}
+	return refs
+}
+
+// stagesOf turns refs back into stages for deploy.DeleteStages.
+func stagesOf(refs []StageRef) []*manifest.Stage {
+	stages := make([]*manifest.Stage, len(refs))
+	for i, r := range refs {
+		stages[i] = &manifest.Stage{Kind: manifest.StageKind(r.Kind), Name: r.Name, Tenant: r.Tenant,
+			Namespace: r.Namespace, Inputs: r.Inputs, Output: r.Output, SubName: r.SubName}
+	}
+	return stages
+}
+
+// Record is one backfill of one view into one new table.
+type Record struct {
+	View string `json:"view"`
+	// Table is the table the backfill fills; OldTable the one active when
+	// it started ("" for a view that had none).
+	Table    string `json:"table"`
+	OldTable string `json:"oldTable,omitempty"`
+	State    string `json:"state"`
+	// Stages are the backfill's functions, upstream first.
+	Stages []StageRef `json:"stages"`
+	// LedgerAtStart is each ledger topic's size (entries) when it started:
+	// what "caught up" is measured against.
+	LedgerAtStart map[string]int64 `json:"ledgerAtStart"`
+	StartedAt     time.Time        `json:"startedAt"`
+	FinishedAt    time.Time        `json:"finishedAt,omitzero"`
+	// KeepOldUntil is when the old table may be dropped (after a switch).
+	KeepOldUntil time.Time `json:"keepOldUntil,omitzero"`
+	// Diff is the comparison of the old and new tables before the switch.
+	Diff  *Diff  `json:"diff,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+func createCQL(keyspace string) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %q.%q (
+  view_name text,
+  table_name text,
+  state text,
+  record text,
+  PRIMARY KEY ((view_name), table_name))`, keyspace, Table)
+}
+
+// store reads and writes the records of one keyspace. The record is kept as
+// JSON next to its state: it is read whole, and only by Foldline.
+type store struct {
+	cql      *gocql.Session
+	keyspace string
+}
+
+func (s store) ensure(ctx context.Context) error {
+	if err := s.cql.Query(createCQL(s.keyspace)).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("creating backfill table %s.%s: %w", s.keyspace, Table, err)
+	}
+	return nil
+}
+
+func (s store) put(ctx context.Context, r *Record) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encoding backfill of %s: %w", r.View, err)
+	}
+	q := fmt.Sprintf(`UPDATE %q.%q SET state = ?, record = ? WHERE view_name = ? AND table_name = ?`, s.keyspace, Table)
+	if err := s.cql.Query(q, r.State, string(data), r.View, r.Table).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("recording backfill of %s into %s: %w", r.View, r.Table, err)
+	}
+	return nil
+}
+
+// list returns the records of view, or of every view for "". A keyspace
+// without the table has none.
+func (s store) list(ctx context.Context, view string) ([]*Record, error) {
+	q := fmt.Sprintf(`SELECT record FROM %q.%q`, s.keyspace, Table)
+	var args []any
+	if view != "" {
+		q += ` WHERE view_name = ?`
+		args = append(args, view)
+	}
+	iter := s.cql.Query(q, args...).WithContext(ctx).Iter()
+	var records []*Record
+	var data string
+	for iter.Scan(&data) {
+		var r Record
+		if err := json.Unmarshal([]byte(data), &r); err != nil {
+			return nil, fmt.Errorf("decoding a backfill record of %s.%s: %w", s.keyspace, Table, err)
+		}
+		records = append(records, &r)
+	}
+	if err := iter.Close(); err != nil {
+		var reqErr gocql.RequestError
+		if errors.As(err, &reqErr) && reqErr.Code() == gocql.ErrCodeInvalid {
+			return nil, nil // no table yet: no backfill ever ran here
+		}
+		return nil, fmt.Errorf("reading backfills of %s.%s: %w", s.keyspace, Table, err)
+	}
+	return records, nil
+}
+
+// running returns view's running backfill, nil if none.
+func (s store) running(ctx context.Context, view string) (*Record, error) {
+	records, err := s.list(ctx, view)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range records {
+		if r.State == StateRunning {
+			return r, nil
+		}
+	}
+	return nil, nil
+}
+
+// byTable returns the record of the backfill that built table, nil if none
+// did (deploy did).
+func (s store) byTable(ctx context.Context, view, table string) (*Record, error) {
+	records, err := s.list(ctx, view)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range records {
+		if r.Table == table {
+			return r, nil
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,127 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/internal/pulsarx"
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/sinks/cassandra"
+)
+
+// CreateStages deploys stages that no manifest declares under their own
+// names — a backfill's copy of a view's path (manifest.ForkPath) — next to
+// the live DAG: it builds their binaries, creates their output and
+// dead-letter topics and the sink's table, then the functions upstream
+// first, and waits up to opts.Wait for every instance to run. A function
+// that exists already is left as it is, so a re-run carries on.
+func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cql *gocql.Session, set *manifest.Set, stages []*manifest.Stage) error {
+	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(opts.Dir, "."), CacheDir: opts.CacheDir, Progress: opts.ErrOut}
+	functions, err := renderFunctions(ctx, set, stages, builder, opts.Services.CassandraHost)
+	if err != nil {
+		return err
+	}
+	for _, st := range stages {
+		for _, topic := range []string{st.Output, st.DeadLetterTopic()} {
+			if err := createTopic(ctx, pulsar, topic); err != nil {
+				return err
+			}
+		}
+		if st.View != nil {
+			schema := st.View.Schema()
+			if err := cassandra.EnsureSchema(ctx, cql, schema, cassandra.Replication(set.Tenant.Replication)); err != nil {
+				return fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, st.View.Name, err)
+			}
+		}
+	}
+	for _, f := range functions {
+		st := f.Stage
+		_, err := pulsar.Functions.GetFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+		switch {
+		case err == nil:
+			continue
+		case !pulsarx.IsNotFound(err):
+			return fmt.Errorf("reading function %s: %w", st.FullName(), err)
+		}
+		fmt.Fprintf(opts.ErrOut, "creating function %s (reads %v)\n", st.FullName(), st.Inputs)
+		conf := f.Config
+		if err := pulsar.Functions.CreateFuncWithContext(ctx, &conf, f.Binary.Path); err != nil {
+			return fmt.Errorf("creating function %s: %w", st.FullName(), err)
+		}
+	}
+	if opts.Wait > 0 {
+		return waitRunning(ctx, pulsar, &Plan{functions: functions}, opts.Wait, opts.ErrOut)
+	}
+	return nil
+}
+
+// createTopic creates a non-partitioned topic unless it exists ("" is no
+// topic).
+func createTopic(ctx context.Context, pulsar *pulsarx.Clients, topic string) error {
+	if topic == "" {
+		return nil
+	}
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return fmt.Errorf("naming topic %s: %w", topic, err)
+	}
+	if err := pulsar.Admin.Topics().CreateWithContext(ctx, *tn, 0); err != nil && !pulsarx.IsConflict(err) {
+		return fmt.Errorf("creating topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// DeleteStages deletes the functions of stages downstream first, and their
+// subscriptions, announcing each removal on progress; it returns what it
+// removed. Stages already gone are skipped.
+func DeleteStages(ctx context.Context, pulsar *pulsarx.Clients, stages []*manifest.Stage, progress io.Writer) ([]string, error) {
+	var removed []string
+	note := func(format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		fmt.Fprintln(progress, line)
+		removed = append(removed, line)
+	}
+	stages = slices.Clone(stages)
+	slices.Reverse(stages)
+	for _, st := range stages {
+		err := pulsar.Functions.DeleteFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+		switch {
+		case pulsarx.IsNotFound(err):
+		case err != nil:
+			return removed, fmt.Errorf("deleting function %s: %w", st.FullName(), err)
+		default:
+			note("deleted function %s", st.FullName())
+		}
+		for _, in := range st.Inputs {
+			gone, err := deleteSubscription(ctx, pulsar, in, st.SubName)
+			if err != nil {
+				return removed, err
+			}
+			if gone {
+				note("deleted subscription %s on %s", st.SubName, in)
+			}
+		}
+	}
+	return removed, nil
+}
+
+// DeleteTopics deletes topics (forcefully: their functions are gone),
+// skipping those already gone.
+func DeleteTopics(ctx context.Context, pulsar *pulsarx.Clients, topics []string) error {
+	for _, topic := range topics {
+		tn, err := utils.GetTopicName(topic)
+		if err != nil {
+			return fmt.Errorf("naming topic %s: %w", topic, err)
+		}
+		if err := pulsar.Admin.Topics().DeleteWithContext(ctx, *tn, true, true); err != nil && !pulsarx.IsNotFound(err) {
+			return fmt.Errorf("deleting topic %s: %w", topic, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package manifest
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// PathTo returns the stages on the way from the ledger to view's sink,
+// upstream first (DAG order): every stage whose output the sink reads,
+// directly or through other stages. An unknown view gives nil.
+func (g *Graph) PathTo(view string) []*Stage {
+	var sink *Stage
+	for _, st := range g.Order {
+		if st.View != nil && st.View.Name == view {
+			sink = st
+		}
+	}
+	if sink == nil {
+		return nil
+	}
+	on := map[*Stage]bool{sink: true}
+	queue := []*Stage{sink}
+	for len(queue) > 0 {
+		st := queue[0]
+		queue = queue[1:]
+		for _, up := range g.Upstream(st) {
+			if !on[up] {
+				on[up] = true
+				queue = append(queue, up)
+			}
+		}
+	}
+	var path []*Stage
+	for _, st := range g.Order {
+		if on[st] {
+			path = append(path, st)
+		}
+	}
+	return path
+}
+
+// ForkSuffix is what a backfill appends to the names of the functions,
+// subscriptions and topics of its copy of a view's path: the new table's
+// name, so that every version has its own and a shared stage (one that
+// feeds other views too) runs once more without touching the live DAG.
+func ForkSuffix(table string) string { return "-bf-" + table }
+
+// ForkPath copies path (from PathTo) for a backfill into table version
+// version of its view: every function gets a new name, subscription and
+// output topic (suffix ForkSuffix of the new table), inputs written by a
+// forked stage follow, ledger inputs stay, and the sink writes the new
+// table under the name and subscription deploy would give it. Dead-letter
+// topics get the suffix too. The path's stages are left untouched.
+func ForkPath(path []*Stage, version int) []*Stage {
+	var view *View
+	for _, st := range path {
+		if st.View != nil {
+			view = st.View
+		}
+	}
+	if view == nil {
+		return nil
+	}
+	newView := *view
+	newView.Version = version
+	suffix := ForkSuffix(newView.Table())
+	renamed := map[string]string{} // old output topic → new
+	for _, st := range path {
+		if st.Output != "" {
+			renamed[st.Output] = st.Output + suffix
+		}
+	}
+	input := func(topic string) string {
+		if r, ok := renamed[topic]; ok {
+			return r
+		}
+		return topic
+	}
+	forked := make([]*Stage, 0, len(path))
+	for _, st := range path {
+		c := *st
+		c.Inputs = make([]string, len(st.Inputs))
+		for i, in := range st.Inputs {
+			c.Inputs[i] = input(in)
+		}
+		if st.Function != nil {
+			f := *st.Function
+			f.Config.Name += suffix
+			f.Config.SubName = st.SubName + suffix
+			f.Config.Inputs = slices.Clone(c.Inputs)
+			f.Config.Output = input(st.Output)
+			f.Config.UserConfig = forkUserConfig(f.Config.UserConfig, suffix)
+			c.Function = &f
+			c.Name, c.SubName, c.Output = f.Config.Name, f.Config.SubName, f.Config.Output
+		} else {
+			v := newView
+			v.Sink.Input = c.Inputs[0]
+			v.Sink.Name = view.Sink.Name + suffix
+			if view.Sink.Name == view.Table()+"-sink" {
+				v.Sink.Name = v.Table() + "-sink"
+			}
+			v.Sink.SubName = v.Sink.Name
+			v.Sink.UserConfig = forkUserConfig(view.Sink.UserConfig, suffix)
+			c.View = &v
+			c.Name, c.SubName = v.Sink.Name, v.Sink.SubName
+		}
+		forked = append(forked, &c)
+	}
+	return forked
+}
+
+func forkUserConfig(uc map[string]any, suffix string) map[string]any {
+	uc = maps.Clone(uc)
+	if dlt, ok := uc[UserConfigDeadLetterTopic].(string); ok && dlt != "" {
+		uc[UserConfigDeadLetterTopic] = dlt + suffix
+	}
+	return uc
+}
+
+// ViewByName returns the set's view named name, or an error listing the
+// views there are.
+func (s *Set) ViewByName(name string) (*View, error) {
+	names := make([]string, 0, len(s.Views))
+	for _, v := range s.Views {
+		if v.Name == name {
+			return v, nil
+		}
+		names = append(names, v.Name)
+	}
+	return nil, fmt.Errorf("view %s is not declared in %s (views: %v)", name, s.Dir, names)
+}
