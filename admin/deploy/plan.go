@@ -211,6 +211,7 @@ func (pl *planner) planNamespaces(ctx context.Context, tenantExists bool) error 
 		full := t.Name + "/" + ns.Name
 		var have *utils.Policies
 		var inactive utils.InactiveTopicPolicies
+		offloadSeconds := int64(-1) // what Pulsar answers when the namespace does not set it
 		if existing[full] {
 			p, err := pl.pulsar.Admin.Namespaces().GetPoliciesWithContext(ctx, full)
 			if err != nil {
@@ -228,12 +229,15 @@ func (pl *planner) planNamespaces(ctx context.Context, tenantExists bool) error 
 				return fmt.Errorf("reading offload deletion lag of namespace %s: %w", full, err)
 			}
 			p.OffloadDeletionLagMs = &lag
+			if offloadSeconds, err = pl.pulsar.Admin.Namespaces().GetOffloadThresholdInSecondsWithContext(ctx, *nsName); err != nil {
+				return fmt.Errorf("reading offload time threshold of namespace %s: %w", full, err)
+			}
 			if inactive, err = pl.pulsar.Admin.Namespaces().GetInactiveTopicPoliciesWithContext(ctx, *nsName); err != nil {
 				return fmt.Errorf("reading inactive topic policy of namespace %s: %w", full, err)
 			}
 			have = p
 		}
-		steps, details := pl.namespaceSteps(full, ns, have, inactive)
+		steps, details := pl.namespaceSteps(full, ns, have, inactive, offloadSeconds)
 		switch {
 		case have == nil:
 			create := func(ctx context.Context) error {
@@ -254,14 +258,16 @@ func (pl *planner) planNamespaces(ctx context.Context, tenantExists bool) error 
 }
 
 // namespaceSteps returns the policy changes that bring have (nil for a new
-// namespace) to ns, and their descriptions.
-func (pl *planner) namespaceSteps(full string, ns manifest.Namespace, have *utils.Policies, inactive utils.InactiveTopicPolicies) ([]func(context.Context) error, []string) {
+// namespace) and its offload time threshold to ns, and their descriptions.
+func (pl *planner) namespaceSteps(full string, ns manifest.Namespace, have *utils.Policies, inactive utils.InactiveTopicPolicies, offloadSeconds int64) ([]func(context.Context) error, []string) {
 	admin := pl.pulsar.Admin.Namespaces()
 	nsName, _ := utils.GetNamespaceName(full)
 	var steps []func(context.Context) error
 	var details []string
 	if have == nil {
-		have = &utils.Policies{}
+		// A new namespace has no offload threshold of its own (Pulsar
+		// answers -1): a manifest's 0 must still be set.
+		have = &utils.Policies{OffloadThreshold: -1}
 	}
 	var retention utils.RetentionPolicies
 	if have.RetentionPolicies != nil {
@@ -296,6 +302,12 @@ func (pl *planner) namespaceSteps(full string, ns manifest.Namespace, have *util
 			details = append(details, fmt.Sprintf("offload threshold %d → %d bytes", have.OffloadThreshold, o.ThresholdBytes))
 			steps = append(steps, func(ctx context.Context) error {
 				return admin.SetOffloadThresholdWithContext(ctx, *nsName, o.ThresholdBytes)
+			})
+		}
+		if o.ThresholdSeconds != nil && offloadSeconds != *o.ThresholdSeconds {
+			details = append(details, fmt.Sprintf("offload time threshold %d → %d s", offloadSeconds, *o.ThresholdSeconds))
+			steps = append(steps, func(ctx context.Context) error {
+				return admin.SetOffloadThresholdInSecondsWithContext(ctx, *nsName, *o.ThresholdSeconds)
 			})
 		}
 		if o.DeletionLagMs != nil && (have.OffloadDeletionLagMs == nil || *have.OffloadDeletionLagMs != *o.DeletionLagMs) {

@@ -143,8 +143,16 @@ func (s *Set) checkTenant() Problems {
 		if r := ns.Retention; r.TimeMinutes < -1 || r.SizeMB < -1 {
 			ps = append(ps, t.Problem(field+".retention", "want -1 (forever) or a positive value"))
 		}
-		if o := ns.Offload; o != nil && o.ThresholdBytes < -1 {
-			ps = append(ps, t.Problem(field+".offload.thresholdBytes", "want -1 (off), 0 (at once) or a size in bytes"))
+		if o := ns.Offload; o != nil {
+			if o.ThresholdBytes < -1 {
+				ps = append(ps, t.Problem(field+".offload.thresholdBytes", "want -1 (off), 0 (at once) or a size in bytes"))
+			}
+			if o.ThresholdSeconds != nil && *o.ThresholdSeconds < -1 {
+				ps = append(ps, t.Problem(field+".offload.thresholdSeconds", "want -1 (off), 0 (at once) or an age in seconds"))
+			}
+			if o.DeletionLagMs != nil && *o.DeletionLagMs < 0 {
+				ps = append(ps, t.Problem(field+".offload.deletionLagMs", "want 0 (at once) or a delay in milliseconds"))
+			}
 		}
 	}
 	for i, topic := range t.Ledger {

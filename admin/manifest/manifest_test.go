@@ -110,6 +110,16 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			},
 		},
 		{
+			name: "offload settings out of range",
+			edits: []edit{{"tenant.yaml", "  # Old segments go to tiered storage once a topic holds 1 GiB in BookKeeper.\n  - name: ledger",
+				"  - name: ledger\n    offload: {thresholdBytes: -2, thresholdSeconds: -5, deletionLagMs: -1}\n  - name: ledger-old"}},
+			want: []wantProblem{
+				{"tenant.yaml", "thresholdBytes: -2", "namespaces[0].offload.thresholdBytes", "want -1 (off)"},
+				{"tenant.yaml", "thresholdSeconds: -5", "namespaces[0].offload.thresholdSeconds", "want -1 (off)"},
+				{"tenant.yaml", "deletionLagMs: -1", "namespaces[0].offload.deletionLagMs", "want 0 (at once)"},
+			},
+		},
+		{
 			name:  "unknown kind",
 			edits: []edit{{"views/user_activity.yaml", "kind: View", "kind: Viewz"}},
 			want:  []wantProblem{{"views/user_activity.yaml", "kind: Viewz", "kind", `"Viewz" is not one of Tenant, Pipeline, View`}},

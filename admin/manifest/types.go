@@ -77,8 +77,12 @@ type Offload struct {
 	// oldest closed segments are offloaded. 0 offloads as soon as possible,
 	// -1 switches automatic offload off.
 	ThresholdBytes int64 `yaml:"thresholdBytes"`
+	// ThresholdSeconds: closed segments older than this are offloaded too,
+	// whatever the size. -1 switches the time trigger off. Absent: left
+	// alone (the broker's default, off).
+	ThresholdSeconds *int64 `yaml:"thresholdSeconds"`
 	// DeletionLagMs is how long BookKeeper keeps a segment after its
-	// offload. Absent: the broker's default.
+	// offload. Absent: the broker's default (4 hours).
 	DeletionLagMs *int64 `yaml:"deletionLagMs"`
 }
 

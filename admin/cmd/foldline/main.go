@@ -19,6 +19,7 @@ import (
 	"github.com/foldline/foldline/admin/gen"
 	"github.com/foldline/foldline/admin/ingest"
 	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/admin/ledger"
 	"github.com/foldline/foldline/admin/lint"
 	"github.com/foldline/foldline/admin/status"
 	"github.com/foldline/foldline/admin/views"
@@ -49,6 +50,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(deploy.NewDestroyCommand())
 	root.AddCommand(status.NewCommand())
 	root.AddCommand(views.NewCommand())
+	root.AddCommand(ledger.NewCommand())
 	root.AddCommand(backfill.NewCommand())
 	return root
 }
