@@ -38,8 +38,8 @@ type StageProgress struct {
 	// DeadLettered counts the entries in the stage's dead-letter topic.
 	DeadLettered int64 `json:"deadLettered"`
 	// Problem says why the stage may not progress ("" when nothing is
-	// wrong): an instance down with its error, a subscription missing,
-	// dead letters.
+	// wrong): an instance down with its error, a subscription or function
+	// missing.
 	Problem string `json:"problem,omitempty"`
 }
 
@@ -122,9 +122,7 @@ func snapshot(ctx context.Context, pulsar *pulsarx.Clients, r *Record, threshold
 			if err != nil {
 				return nil, err
 			}
-			if p.DeadLettered = n; n > 0 {
-				problems = append(problems, fmt.Sprintf("%d entries dead-lettered to %s", n, ref.DeadLetterTopic))
-			}
+			p.DeadLettered = n // bad events are expected there: shown, not a problem
 		}
 		p.Problem = strings.Join(problems, "; ")
 		s.Stages = append(s.Stages, p)
@@ -154,7 +152,7 @@ func (s *Snapshot) Write(w io.Writer, bars bool) {
 	for _, p := range s.Stages {
 		label := fmt.Sprintf("  %-*s", width, p.Name)
 		line := progress.Format(label, "entries", p.Done, p.Total, time.Duration(s.Elapsed*float64(time.Second)), bars)
-		fmt.Fprintf(w, "%s, backlog %d, %d events processed, %d/%d running\n", line, p.Backlog, p.Processed, p.Running, p.Instances)
+		fmt.Fprintf(w, "%s, backlog %d, %d events processed, %d dead-lettered, %d/%d running\n", line, p.Backlog, p.Processed, p.DeadLettered, p.Running, p.Instances)
 		if p.Problem != "" {
 			fmt.Fprintf(w, "  %-*s  ! %s\n", width, "", p.Problem)
 		}

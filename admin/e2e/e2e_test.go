@@ -17,6 +17,7 @@ import (
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/gen"
 	"github.com/foldline/foldline/admin/ingest"
+	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/internal/shopfold"
@@ -43,10 +44,17 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 func deployShop(t *testing.T, name string) *shop {
 	t.Helper()
+	return deployShopFrom(t, name, filepath.Join(testenv.RepoRoot(), "manifests"))
+}
+
+// deployShopFrom deploys the manifests in dir (a test's edited copy of
+// manifests/) into a tenant of their own.
+func deployShopFrom(t *testing.T, name, dir string) *shop {
+	t.Helper()
 	svc := testenv.All(t)
 	tenant := fmt.Sprintf("e2e-%s-%d", name, time.Now().UnixNano()%1_000_000)
 	opts := deploy.Options{
-		Dir:      filepath.Join(testenv.RepoRoot(), "manifests"),
+		Dir:      dir,
 		Target:   target.Flags{Tenant: tenant},
 		Services: svc,
 		CacheDir: filepath.Join(os.TempDir(), "foldline-test-bin"),
@@ -100,14 +108,36 @@ func (s *shop) ingest(t *testing.T, lines [][]byte) {
 	s.ledger = append(s.ledger, lines...)
 }
 
-// views reads both view tables in the fold's shape, skipping deleted rows.
+// activeTable is the table the view registry names for view (a backfill
+// switches it).
+func (s *shop) activeTable(view string) (string, error) {
+	entry, err := registry.Get(context.Background(), s.session, s.keyspace, view)
+	if err != nil {
+		return "", err
+	}
+	if entry.ActiveTable == "" {
+		return "", fmt.Errorf("view %s has no active table", view)
+	}
+	return entry.ActiveTable, nil
+}
+
+// views reads both views' active tables in the fold's shape, skipping
+// deleted rows.
 func (s *shop) views(t *testing.T) (shopfold.Result, error) {
 	t.Helper()
 	var r shopfold.Result
 	r.UserActivity = map[string]shopfold.UserActivityRow{}
 	r.ProductSales = map[string]shopfold.ProductSalesRow{}
+	userActivity, err := s.activeTable("user_activity")
+	if err != nil {
+		return r, err
+	}
+	productSales, err := s.activeTable("product_sales")
+	if err != nil {
+		return r, err
+	}
 	iter := s.session.Query(`SELECT user, page_views, cart_units, purchases, spent_cents, last_seen, last_url, fl_deleted FROM ` +
-		s.keyspace + `.user_activity_v1`).Iter()
+		s.keyspace + `.` + userActivity).Iter()
 	var (
 		key     string
 		row     shopfold.UserActivityRow
@@ -122,7 +152,7 @@ func (s *shop) views(t *testing.T) (shopfold.Result, error) {
 	if err := iter.Close(); err != nil {
 		return r, fmt.Errorf("reading user_activity: %w", err)
 	}
-	iter = s.session.Query(`SELECT sku, units, revenue_cents, orders, fl_deleted FROM ` + s.keyspace + `.product_sales_v1`).Iter()
+	iter = s.session.Query(`SELECT sku, units, revenue_cents, orders, fl_deleted FROM ` + s.keyspace + `.` + productSales).Iter()
 	var sales shopfold.ProductSalesRow
 	for iter.Scan(&key, &sales.Units, &sales.RevenueCents, &sales.Orders, &deleted) {
 		if !deleted {

@@ -19,6 +19,7 @@ import (
 	"github.com/gocql/gocql"
 	"github.com/spf13/cobra"
 
+	"github.com/foldline/foldline/admin/backfill"
 	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
@@ -45,6 +46,8 @@ type Report struct {
 	Keyspace string        `json:"keyspace"`
 	Stages   []StageStatus `json:"stages"`
 	Views    []ViewStatus  `json:"views"`
+	// Backfills are the running backfills with their progress.
+	Backfills []*backfill.Snapshot `json:"backfills"`
 }
 
 // StageStatus is one function or sink.
@@ -194,6 +197,12 @@ func Get(ctx context.Context, opts Options) (*Report, error) {
 	now := opts.now()
 	for _, v := range set.Views {
 		report.Views = append(report.Views, viewStatus(ctx, cql, v, sinks[v], now))
+	}
+	if report.Backfills, err = backfill.Running(ctx, pulsar, cql, set.Tenant.Keyspace); err != nil {
+		return nil, err
+	}
+	if report.Backfills == nil {
+		report.Backfills = []*backfill.Snapshot{}
 	}
 	return report, nil
 }
@@ -349,6 +358,10 @@ func (r *Report) Write(w io.Writer, now time.Time) {
 		}
 	}
 	tw.Flush()
+	for _, b := range r.Backfills {
+		fmt.Fprintln(w)
+		b.Write(w, false)
+	}
 }
 
 func runningWord(running bool) string {

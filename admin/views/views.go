@@ -6,6 +6,7 @@ package views
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -29,6 +30,10 @@ type Options struct {
 	Target      target.Flags
 	Services    services.Services
 	Out, ErrOut io.Writer
+	// Activate, when set, makes this table its view's active one (a
+	// rollback to a table a backfill replaced, or forward again) before
+	// listing.
+	Activate string
 }
 
 // View is one view's line of output.
@@ -69,6 +74,13 @@ active one), rows and versions.`,
 			if err != nil {
 				return err
 			}
+			if opts.Activate != "" {
+				view, previous, err := Activate(cmd.Context(), opts)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(opts.ErrOut, "view %s now reads %s (was %s)\n", view, opts.Activate, previous)
+			}
 			list, err := List(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -94,19 +106,50 @@ active one), rows and versions.`,
 		},
 	}
 	opts.Target.Register(cmd.Flags())
+	cmd.Flags().StringVar(&opts.Activate, "activate", "", "make TABLE its view's active table (rollback after a backfill; the table is no longer fed once its functions were retired)")
 	return cmd
+}
+
+// Activate switches the view that owns opts.Activate to that table in one
+// registry write, and returns the view and the table active before.
+func Activate(ctx context.Context, opts Options) (view, previous string, err error) {
+	keyspace, err := opts.keyspace()
+	if err != nil {
+		return "", "", err
+	}
+	cql, err := cqlx.Connect(opts.Services)
+	if err != nil {
+		return "", "", err
+	}
+	defer cql.Close()
+	view, err = registry.FindTable(ctx, cql, keyspace, opts.Activate)
+	if errors.Is(err, registry.ErrUnknownTable) {
+		return "", "", fmt.Errorf("%w: %w", err, exitcode.ErrNotFound)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	previous, err = registry.Activate(ctx, cql, keyspace, view, opts.Activate)
+	return view, previous, err
+}
+
+func (o Options) keyspace() (string, error) {
+	if o.Target.Keyspace != "" {
+		return o.Target.Keyspace, nil
+	}
+	set, err := o.Target.Load(o.Dir)
+	if err != nil {
+		return "", err
+	}
+	return set.Tenant.Keyspace, nil
 }
 
 // List returns the registered views. A keyspace without a registry is an
 // exitcode.ErrNotFound error.
 func List(ctx context.Context, opts Options) ([]View, error) {
-	keyspace := opts.Target.Keyspace
-	if keyspace == "" {
-		set, err := opts.Target.Load(opts.Dir)
-		if err != nil {
-			return nil, err
-		}
-		keyspace = set.Tenant.Keyspace
+	keyspace, err := opts.keyspace()
+	if err != nil {
+		return nil, err
 	}
 	cql, err := cqlx.Connect(opts.Services)
 	if err != nil {

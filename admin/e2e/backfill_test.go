@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/foldline/foldline/admin/backfill"
+	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/status"
+	"github.com/foldline/foldline/admin/views"
+	"github.com/foldline/foldline/internal/testenv"
+)
+
+// backfillOptions are the options of a backfill of view on s, from the
+// manifests in dir.
+func (s *shop) backfillOptions(view, dir string) backfill.Options {
+	opts := backfill.Options{Options: s.opts, View: view, Poll: 500 * time.Millisecond, Timeout: 4 * time.Minute}
+	opts.Dir = dir
+	return opts
+}
+
+// manifestsWithout copies manifests/ into a temporary directory without the
+// product_sales view and the two functions only it needs.
+func manifestsWithout(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join(testenv.RepoRoot(), "manifests")
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		switch rel {
+		case "views/product_sales.yaml", "functions/purchases.yaml", "functions/product-sales.yaml":
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if rel == "pipeline.yaml" {
+			drop := regexp.MustCompile(`(?m)^  - config: functions/(purchases|product-sales)\.yaml\n    binary: .*\n`)
+			data = drop.ReplaceAll(data, nil)
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("copying the manifests: %v", err)
+	}
+	return dst
+}
+
+// killOnce sends SIGKILL to the running instances of a function (which the
+// worker restarts), reporting whether there was one.
+func (s *shop) killOnce(t *testing.T, name string) bool {
+	t.Helper()
+	pids := testenv.InstancePIDs(t, s.tenant, pipelineNS, name)
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("killing %s (pid %d): %v", name, pid, err)
+		}
+	}
+	return len(pids) > 0
+}
+
+// TestBackfillNewView adds product_sales to a pipeline whose ledger already
+// holds events: the backfill runs validate, purchases, product-sales and
+// the sink from the first event into product_sales_v1, with more events
+// arriving and its instances killed meanwhile, and the view ends equal to
+// the fold of the whole ledger. A second backfill of the view is refused
+// while this one runs, and status shows it.
+func TestBackfillNewView(t *testing.T) {
+	s := deployShopFrom(t, "bfnew", manifestsWithout(t))
+	events := generate(t, 8000, 21)
+	s.ingest(t, events[:6000])
+
+	full := filepath.Join(testenv.RepoRoot(), "manifests")
+	opts := s.backfillOptions("product_sales", full)
+	rec, err := backfill.Start(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("starting the backfill: %v", err)
+	}
+	if rec.Table != "product_sales_v1" || rec.OldTable != "" {
+		t.Fatalf("backfill fills %s replacing %q, want product_sales_v1 replacing nothing", rec.Table, rec.OldTable)
+	}
+	if _, err := backfill.Start(t.Context(), opts); !errors.Is(err, backfill.ErrAlreadyRunning) {
+		t.Fatalf("second backfill of product_sales: got %v, want ErrAlreadyRunning", err)
+	}
+	report, err := status.Get(t.Context(), status.Options{Dir: full, Target: s.opts.Target, Services: s.svc})
+	if err != nil {
+		t.Fatalf("reading status: %v", err)
+	}
+	if len(report.Backfills) != 1 || report.Backfills[0].View != "product_sales" || len(report.Backfills[0].Stages) != 4 {
+		t.Fatalf("status shows backfills %+v, want product_sales's with 4 stages", report.Backfills)
+	}
+
+	// Live traffic and a crash of the backfill's first stage midway.
+	s.ingest(t, events[6000:])
+	validate := "validate" + "-bf-product_sales_v1"
+	testenv.WaitFor(t, time.Minute, validate+" running", func() bool { return s.killOnce(t, validate) })
+	sink := "product_sales_v1-sink"
+	testenv.WaitFor(t, time.Minute, sink+" running", func() bool { return s.killOnce(t, sink) })
+
+	res, err := backfill.Run(t.Context(), opts, true)
+	if err != nil {
+		t.Fatalf("watching the backfill: %v", err)
+	}
+	if res.State != backfill.StateSwitched || res.Table != "product_sales_v1" || res.Diff != nil {
+		t.Fatalf("backfill result %+v, want switched to product_sales_v1 without a comparison", res)
+	}
+	s.waitForFold(t, 2*time.Minute)
+}
+
+// TestBackfillIdenticalReplay replays user_activity with its unchanged
+// transformation: the new table equals the old one, the view switches to
+// user_activity_v2, the old function and sink are retired while validate
+// (which feeds product_sales) stays, the new path carries live traffic,
+// and --activate rolls back.
+func TestBackfillIdenticalReplay(t *testing.T) {
+	s := deployShop(t, "bfsame")
+	events := generate(t, 6000, 22)
+	s.ingest(t, events[:5000])
+	s.waitForFold(t, 3*time.Minute)
+
+	opts := s.backfillOptions("user_activity", s.opts.Dir)
+	opts.RequireIdentical = true
+	res, err := backfill.Run(t.Context(), opts, false)
+	if err != nil {
+		t.Fatalf("backfilling user_activity: %v", err)
+	}
+	if res.Diff == nil || !res.Diff.Identical() || res.Diff.NewRows == 0 {
+		t.Fatalf("diff %+v, want identical non-empty tables", res.Diff)
+	}
+	if res.Table != "user_activity_v2" || res.OldTable != "user_activity_v1" {
+		t.Fatalf("switched %s → %s, want user_activity_v1 → user_activity_v2", res.OldTable, res.Table)
+	}
+	retired := strings.Join(res.Retired, "\n")
+	for _, want := range []string{"function " + s.tenant + "/pipeline/user-activity", "function " + s.tenant + "/pipeline/user_activity_v1-sink"} {
+		if !strings.Contains(retired, want+"\n") && !strings.HasSuffix(retired, want) {
+			t.Errorf("retired %q, want %s among them", res.Retired, want)
+		}
+	}
+	if strings.Contains(retired, "/validate\n") || strings.HasSuffix(retired, "/validate") {
+		t.Errorf("retired the shared validate stage: %q", res.Retired)
+	}
+	list, err := views.List(t.Context(), views.Options{Dir: s.opts.Dir, Target: s.opts.Target, Services: s.svc})
+	if err != nil {
+		t.Fatalf("listing views: %v", err)
+	}
+	i := slices.IndexFunc(list, func(v views.View) bool { return v.View == "user_activity" })
+	if i < 0 || list[i].Table != "user_activity_v2" ||
+		!slices.Contains(list[i].Versions, views.Version{Table: "user_activity_v1", State: registry.StateRetired}) {
+		t.Fatalf("views %+v, want user_activity active on v2 with v1 retired", list)
+	}
+
+	s.ingest(t, events[5000:])
+	s.waitForFold(t, 2*time.Minute)
+
+	view, previous, err := views.Activate(t.Context(), views.Options{Dir: s.opts.Dir, Target: s.opts.Target, Services: s.svc, Activate: "user_activity_v1"})
+	if err != nil || view != "user_activity" || previous != "user_activity_v2" {
+		t.Fatalf("activating user_activity_v1: view %s, previous %s, err %v", view, previous, err)
+	}
+	if table, err := s.activeTable("user_activity"); err != nil || table != "user_activity_v1" {
+		t.Fatalf("active table after rollback %s (%v), want user_activity_v1", table, err)
+	}
+}
