@@ -21,10 +21,13 @@ PULSAR_HOME="$FOLDLINE_CACHE/apache-pulsar-$PULSAR_VERSION"
 CASSANDRA_LIB="$FOLDLINE_CACHE/cassandra-$CASSANDRA_VERSION/lib"
 CQLSH_VENV="$FOLDLINE_CACHE/cqlsh-$CQLSH_VERSION"
 M2_REPO="$FOLDLINE_CACHE/m2"
-# The tiered-storage offloaders (jclouds NAR) live beside the distribution,
-# not inside it, so a Pulsar re-fetch keeps them; the broker's
-# offloadersDirectory points here.
-PULSAR_OFFLOADERS="$FOLDLINE_CACHE/apache-pulsar-offloaders-$PULSAR_VERSION/offloaders"
+# The tiered-storage offloaders (the jclouds NAR) must sit in the
+# distribution's own offloaders/ folder: a namespace's offload policy carries
+# Pulsar's default offloadersDirectory (./offloaders), which overrides the
+# broker's and resolves against the broker's working directory, $PULSAR_HOME.
+# The NARs stay unpacked in $PULSAR_OFFLOADERS_DIST and are linked there.
+PULSAR_OFFLOADERS="$PULSAR_HOME/offloaders"
+PULSAR_OFFLOADERS_DIST="$FOLDLINE_CACHE/apache-pulsar-offloaders-$PULSAR_VERSION/offloaders"
 S3PROXY_JAR="$M2_REPO/org/gaul/s3proxy/$S3PROXY_VERSION/s3proxy-$S3PROXY_VERSION-jar-with-dependencies.jar"
 
 PULSAR_PORT=6650
