@@ -305,11 +305,7 @@ func TestOffloadMovesClosedSegmentsAndReadsStayExact(t *testing.T) {
 	}
 
 	got, _ := tl.readAll(t, len(tl.lines))
-	for i := range tl.lines {
-		if !bytes.Equal(got[i], tl.lines[i]) {
-			t.Fatalf("event %d read back as %q, ingested %q", i, got[i], tl.lines[i])
-		}
-	}
+	assertSameEvents(t, got, tl.lines)
 }
 
 // offloadedLedgers returns the ids of the topic's offloaded segments.

@@ -122,7 +122,7 @@ func (c *cluster) offload(ctx context.Context, topic *utils.TopicName) (OffloadR
 	if err := c.preflight(ctx, topic); err != nil {
 		return res, err
 	}
-	if err := c.trigger(ctx, topic, before.offloadTo); err != nil {
+	if err := c.trigger(ctx, topic, OffloadTarget(before)); err != nil {
 		return res, err
 	}
 	var bar *progress.Bar
@@ -180,6 +180,10 @@ func movedSince(before, now TopicStatus) Amount {
 	moved.Entries = now.Offloaded.Entries - before.Offloaded.Entries
 	return moved
 }
+
+// OffloadTarget is the message id to offload st's topic up to: the first
+// position of its open segment, so that every closed segment goes.
+func OffloadTarget(st TopicStatus) utils.MessageID { return st.offloadTo }
 
 // trigger asks the broker to offload everything before upTo. An offload
 // already running (409) is waited for like our own.
