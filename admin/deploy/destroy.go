@@ -151,30 +151,29 @@ func purge(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, ten
 		if err != nil {
 			return done, fmt.Errorf("naming namespace %s: %w", full, err)
 		}
-		partitioned, plain, err := pulsar.Admin.Topics().ListWithContext(ctx, *ns)
-		if err != nil {
-			return done, fmt.Errorf("listing topics of %s: %w", full, err)
-		}
-		for _, list := range []struct {
-			names          []string
-			nonPartitioned bool
-		}{{partitioned, false}, {plain, true}} {
-			for _, topic := range list.names {
-				tn, err := utils.GetTopicName(topic)
-				if err != nil {
-					return done, fmt.Errorf("naming topic %s: %w", topic, err)
-				}
-				if list.nonPartitioned && tn.GetPartitionIndex() >= 0 {
-					continue // a partition: goes with its partitioned topic
-				}
-				if err := pulsar.Admin.Topics().DeleteWithContext(ctx, *tn, true, list.nonPartitioned); err != nil && !pulsarx.IsNotFound(err) {
-					return done, fmt.Errorf("deleting topic %s: %w", topic, err)
-				}
-				done = append(done, "deleted topic "+topic)
+		// An instance of a function just deleted may still be stopping and
+		// recreate a topic as it goes (its producer reconnects): the broker
+		// then refuses to delete the namespace. Delete what reappeared and
+		// try again for a while.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			deleted, err := deleteTopics(ctx, pulsar, *ns)
+			done = append(done, deleted...)
+			if err != nil {
+				return done, err
 			}
-		}
-		if err := pulsar.Admin.Namespaces().DeleteNamespaceWithContext(ctx, full); err != nil && !pulsarx.IsNotFound(err) {
-			return done, fmt.Errorf("deleting namespace %s: %w", full, err)
+			err = pulsar.Admin.Namespaces().DeleteNamespaceWithContext(ctx, full)
+			if err == nil || pulsarx.IsNotFound(err) {
+				break
+			}
+			if !pulsarx.IsConflict(err) || time.Now().After(deadline) {
+				return done, fmt.Errorf("deleting namespace %s: %w", full, err)
+			}
+			select {
+			case <-ctx.Done():
+				return done, ctx.Err()
+			case <-time.After(2 * time.Second):
+			}
 		}
 		done = append(done, "deleted namespace "+full)
 	}
@@ -186,6 +185,35 @@ func purge(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, ten
 		return done, fmt.Errorf("dropping keyspace %s: %w", keyspace, err)
 	}
 	return append(done, "dropped keyspace "+keyspace), nil
+}
+
+// deleteTopics deletes every topic of namespace ns, partitioned ones whole.
+func deleteTopics(ctx context.Context, pulsar *pulsarx.Clients, ns utils.NameSpaceName) ([]string, error) {
+	var done []string
+	full := ns.String()
+	partitioned, plain, err := pulsar.Admin.Topics().ListWithContext(ctx, ns)
+	if err != nil {
+		return done, fmt.Errorf("listing topics of %s: %w", full, err)
+	}
+	for _, list := range []struct {
+		names          []string
+		nonPartitioned bool
+	}{{partitioned, false}, {plain, true}} {
+		for _, topic := range list.names {
+			tn, err := utils.GetTopicName(topic)
+			if err != nil {
+				return done, fmt.Errorf("naming topic %s: %w", topic, err)
+			}
+			if list.nonPartitioned && tn.GetPartitionIndex() >= 0 {
+				continue // a partition: goes with its partitioned topic
+			}
+			if err := pulsar.Admin.Topics().DeleteWithContext(ctx, *tn, true, list.nonPartitioned); err != nil && !pulsarx.IsNotFound(err) {
+				return done, fmt.Errorf("deleting topic %s: %w", topic, err)
+			}
+			done = append(done, "deleted topic "+topic)
+		}
+	}
+	return done, nil
 }
 
 // isMissingTable reports whether a CQL error says the keyspace or table is

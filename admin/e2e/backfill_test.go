@@ -174,3 +174,103 @@ func TestBackfillIdenticalReplay(t *testing.T) {
 		t.Fatalf("active table after rollback %s (%v), want user_activity_v1", table, err)
 	}
 }
+
+// manifestsWithBinary copies manifests/ into a temporary directory with
+// function file's binary replaced by binary.
+func manifestsWithBinary(t *testing.T, function, binary string) string {
+	t.Helper()
+	src := filepath.Join(testenv.RepoRoot(), "manifests")
+	dst := t.TempDir()
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatalf("copying the manifests: %v", err)
+	}
+	pipeline := filepath.Join(dst, "pipeline.yaml")
+	data, err := os.ReadFile(pipeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`(?m)(^  - config: functions/` + regexp.QuoteMeta(function) + `\.yaml\n    binary: ).*$`)
+	edited := line.ReplaceAll(data, []byte("${1}"+binary))
+	if string(edited) == string(data) {
+		t.Fatalf("pipeline.yaml has no function %s to change", function)
+	}
+	if err := os.WriteFile(pipeline, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// TestBackfillChangedTransformationWithLiveTraffic backfills product_sales
+// with a changed product-sales stage (testdata/ordersbyunits) while events
+// keep arriving and the old table keeps answering reads: --require-identical
+// refuses the switch (the tables differ, as they must), the backfill keeps
+// running, a later --watch switches it, and the new table equals the fold of
+// the whole ledger under the changed rule.
+func TestBackfillChangedTransformationWithLiveTraffic(t *testing.T) {
+	s := deployShop(t, "bfchg")
+	events := generate(t, 7000, 23)
+	s.ingest(t, events[:4000])
+	s.waitForFold(t, 3*time.Minute)
+
+	dir := manifestsWithBinary(t, "product-sales", "github.com/foldline/foldline/admin/e2e/testdata/ordersbyunits")
+	opts := s.backfillOptions("product_sales", dir)
+	if _, err := backfill.Start(t.Context(), opts); err != nil {
+		t.Fatalf("starting the backfill: %v", err)
+	}
+	strict := opts
+	strict.RequireIdentical = true
+	type outcome struct {
+		res *backfill.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := backfill.Run(t.Context(), strict, true)
+		done <- outcome{res, err}
+	}()
+	reads := 0
+	readOld := func() {
+		var n int
+		if err := s.session.Query(`SELECT COUNT(*) FROM ` + s.keyspace + `.product_sales_v1`).Scan(&n); err != nil || n == 0 {
+			t.Fatalf("reading the old table during the backfill: %d rows, %v", n, err)
+		}
+		reads++
+	}
+	for i := 4000; i < len(events); i += 1000 {
+		s.ingest(t, events[i:i+1000])
+		readOld()
+	}
+	var strictRun outcome
+	for waiting := true; waiting; {
+		select {
+		case strictRun = <-done:
+			waiting = false
+		case <-time.After(500 * time.Millisecond):
+			readOld()
+		}
+	}
+	if !errors.Is(strictRun.err, backfill.ErrNotIdentical) {
+		t.Fatalf("--require-identical with a changed transformation: got %v, want ErrNotIdentical", strictRun.err)
+	}
+	if table, _ := s.activeTable("product_sales"); table != "product_sales_v1" {
+		t.Fatalf("a refused switch switched the view to %s", table)
+	}
+	t.Logf("the old table answered %d reads during the backfill", reads)
+
+	res, err := backfill.Run(t.Context(), opts, true)
+	if err != nil {
+		t.Fatalf("watching the backfill again: %v", err)
+	}
+	if res.Table != "product_sales_v2" || res.Diff == nil || res.Diff.Differing == 0 {
+		t.Fatalf("result %+v (diff %+v), want a switch to product_sales_v2 with differing rows", res, res.Diff)
+	}
+	want := s.expected()
+	for sku, row := range want.ProductSales {
+		row.Orders = row.Units // the changed rule
+		want.ProductSales[sku] = row
+	}
+	s.waitForResult(t, want, 2*time.Minute)
+	if _, err := backfill.Run(t.Context(), opts, true); !errors.Is(err, backfill.ErrNoBackfill) {
+		t.Fatalf("--watch after the switch: got %v, want ErrNoBackfill", err)
+	}
+}

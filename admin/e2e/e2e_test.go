@@ -214,7 +214,13 @@ func diff(got, want shopfold.Result) string {
 // fails with the differences when they do not within timeout.
 func (s *shop) waitForFold(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	want := s.expected()
+	s.waitForResult(t, s.expected(), timeout)
+}
+
+// waitForResult polls the views until they equal want (a fold of the ledger,
+// perhaps adjusted to a changed transformation).
+func (s *shop) waitForResult(t *testing.T, want shopfold.Result, timeout time.Duration) {
+	t.Helper()
 	if len(want.UserActivity) == 0 || len(want.ProductSales) == 0 {
 		t.Fatalf("the fold of %d ledger events is empty: nothing would be checked", len(s.ledger))
 	}

@@ -1,0 +1,110 @@
+package backfill
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/foldline/foldline/admin/deploy"
+	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/testenv"
+)
+
+func TestCompareRows(t *testing.T) {
+	cases := []struct {
+		name               string
+		old, new           map[string]string
+		onlyOld, onlyNew   int
+		differing          int
+		identical          bool
+		exampleContainsAll []string
+	}{
+		{name: "identical", old: map[string]string{"k=a": "n=1"}, new: map[string]string{"k=a": "n=1"}, identical: true},
+		{name: "both empty", old: map[string]string{}, new: map[string]string{}, identical: true},
+		{
+			name: "every kind of difference", old: map[string]string{"k=a": "n=1", "k=b": "n=2"}, new: map[string]string{"k=a": "n=5", "k=c": "n=3"},
+			onlyOld: 1, onlyNew: 1, differing: 1,
+			exampleContainsAll: []string{"differs: k=a old n=1 new n=5", "only in old: k=b n=2", "only in new: k=c n=3"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := compareRows(tc.old, tc.new)
+			if d.OnlyOld != tc.onlyOld || d.OnlyNew != tc.onlyNew || d.Differing != tc.differing || d.Identical() != tc.identical {
+				t.Fatalf("diff %+v, want only old %d, only new %d, differing %d", d, tc.onlyOld, tc.onlyNew, tc.differing)
+			}
+			if d.OldRows != len(tc.old) || d.NewRows != len(tc.new) {
+				t.Errorf("rows %d/%d, want %d/%d", d.OldRows, d.NewRows, len(tc.old), len(tc.new))
+			}
+			examples := strings.Join(d.Examples, "\n")
+			for _, want := range tc.exampleContainsAll {
+				if !strings.Contains(examples, want) {
+					t.Errorf("examples %q lack %q", d.Examples, want)
+				}
+			}
+		})
+	}
+}
+
+func TestCompareRowsBoundsExamples(t *testing.T) {
+	old := map[string]string{}
+	for i := range 20 {
+		old[string(rune('a'+i))] = "x"
+	}
+	if d := compareRows(old, map[string]string{}); d.OnlyOld != 20 || len(d.Examples) != maxExamples {
+		t.Fatalf("diff of 20 missing rows: %d only old, %d examples; want 20 and %d", d.OnlyOld, len(d.Examples), maxExamples)
+	}
+}
+
+func TestNextVersion(t *testing.T) {
+	versions := func(tables ...string) registry.Entry {
+		var e registry.Entry
+		for _, t := range tables {
+			e.Versions = append(e.Versions, registry.Version{Table: t})
+		}
+		return e
+	}
+	cases := []struct {
+		name     string
+		entry    registry.Entry
+		manifest int
+		want     int
+	}{
+		{name: "a new view takes the manifests' version", entry: versions(), manifest: 1, want: 1},
+		{name: "a new view at a later version", entry: versions(), manifest: 3, want: 3},
+		{name: "one past the registered", entry: versions("v_v1"), manifest: 1, want: 2},
+		{name: "one past the highest, whatever their order", entry: versions("v_v3", "v_v1", "v_v2"), manifest: 1, want: 4},
+		{name: "the manifests' when it is ahead", entry: versions("v_v1"), manifest: 5, want: 5},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nextVersion(tc.entry, &manifest.View{Name: "v", Version: tc.manifest}); got != tc.want {
+				t.Fatalf("nextVersion = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// An unknown view is refused before anything is contacted, with the views
+// there are and the not-found exit code.
+func TestUnknownViewIsRefused(t *testing.T) {
+	opts := Options{Options: deploy.Options{Dir: filepath.Join(testenv.RepoRoot(), "manifests")}, View: "nope"}
+	for name, run := range map[string]func() error{
+		"start": func() error { _, err := Start(t.Context(), opts); return err },
+		"watch": func() error { _, err := Run(t.Context(), opts, true); return err },
+		"abort": func() error { _, err := Abort(t.Context(), opts); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := run()
+			if !errors.Is(err, exitcode.ErrNotFound) || exitcode.For(err) != exitcode.NotFound {
+				t.Fatalf("got %v, want a not-found error", err)
+			}
+			if !strings.Contains(err.Error(), "view nope is not declared") || !strings.Contains(err.Error(), "product_sales") {
+				t.Errorf("message %q does not name the view and the views there are", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,86 @@
+package manifest_test
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/testenv"
+)
+
+// forkedStage is what a forked stage must look like.
+type forkedStage struct {
+	name, sub, output, dlt string
+	inputs                 []string
+}
+
+func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
+	set, err := manifest.Load(filepath.Join(testenv.RepoRoot(), "manifests"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph, problems := set.Graph()
+	if err := problems.Err(); err != nil {
+		t.Fatal(err)
+	}
+	const p = "persistent://shop/pipeline/"
+	cases := []struct {
+		name    string
+		view    string
+		version int
+		want    []forkedStage
+	}{
+		{
+			name: "shared validate gets its own copy and topic", view: "user_activity", version: 2,
+			want: []forkedStage{
+				{"validate-bf-user_activity_v2", "validate-bf-user_activity_v2", p + "valid-bf-user_activity_v2", p + "validate-dlq-bf-user_activity_v2", []string{"persistent://shop/ledger/events"}},
+				{"user-activity-bf-user_activity_v2", "user-activity-bf-user_activity_v2", p + "user-activity-ops-bf-user_activity_v2", p + "user-activity-dlq-bf-user_activity_v2", []string{p + "valid-bf-user_activity_v2"}},
+				{"user_activity_v2-sink", "user_activity_v2-sink", "", p + "user_activity-sink-dlq-bf-user_activity_v2", []string{p + "user-activity-ops-bf-user_activity_v2"}},
+			},
+		},
+		{
+			name: "a longer path, version kept", view: "product_sales", version: 1,
+			want: []forkedStage{
+				{"validate-bf-product_sales_v1", "validate-bf-product_sales_v1", p + "valid-bf-product_sales_v1", p + "validate-dlq-bf-product_sales_v1", []string{"persistent://shop/ledger/events"}},
+				{"purchases-bf-product_sales_v1", "purchases-bf-product_sales_v1", p + "purchases-bf-product_sales_v1", p + "purchases-dlq-bf-product_sales_v1", []string{p + "valid-bf-product_sales_v1"}},
+				{"product-sales-bf-product_sales_v1", "product-sales-bf-product_sales_v1", p + "product-sales-ops-bf-product_sales_v1", p + "product-sales-dlq-bf-product_sales_v1", []string{p + "purchases-bf-product_sales_v1"}},
+				{"product_sales_v1-sink", "product_sales_v1-sink", "", p + "product_sales-sink-dlq-bf-product_sales_v1", []string{p + "product-sales-ops-bf-product_sales_v1"}},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := graph.PathTo(tc.view)
+			before := make([]string, len(path))
+			for i, st := range path {
+				before[i] = st.Name + " " + st.Output
+			}
+			forked := manifest.ForkPath(path, tc.version)
+			if len(forked) != len(tc.want) {
+				t.Fatalf("forked %d stages, want %d", len(forked), len(tc.want))
+			}
+			for i, st := range forked {
+				got := forkedStage{st.Name, st.SubName, st.Output, st.DeadLetterTopic(), st.Inputs}
+				w := tc.want[i]
+				if got.name != w.name || got.sub != w.sub || got.output != w.output || got.dlt != w.dlt || !slices.Equal(got.inputs, w.inputs) {
+					t.Errorf("stage %d = %+v, want %+v", i, got, w)
+				}
+				if st.Function != nil && (st.Function.Config.Name != st.Name || st.Function.Config.Output != st.Output || !slices.Equal(st.Function.Config.Inputs, st.Inputs)) {
+					t.Errorf("stage %s: its function config says %s reads %v writes %s", st.Name, st.Function.Config.Name, st.Function.Config.Inputs, st.Function.Config.Output)
+				}
+			}
+			if sink := forked[len(forked)-1].View; sink.Table() != tc.view+"_v"+string(rune('0'+tc.version)) {
+				t.Errorf("sink writes %s", sink.Table())
+			}
+			for i, st := range path {
+				if before[i] != st.Name+" "+st.Output {
+					t.Errorf("ForkPath changed the live stage %s", before[i])
+				}
+			}
+		})
+	}
+	if graph.PathTo("nope") != nil {
+		t.Error("PathTo of an unknown view is not nil")
+	}
+}
