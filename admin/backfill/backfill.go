@@ -31,6 +31,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/admin/deploy"
+	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
@@ -39,6 +40,16 @@ import (
 	"github.com/foldline/foldline/admin/progress"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
+
+// The states of a backfill (Record.State, Result.State).
+const (
+	StateRunning  = backfillrecord.StateRunning
+	StateSwitched = backfillrecord.StateSwitched
+	StateAborted  = backfillrecord.StateAborted
+)
+
+// Record is a backfill's record (see backfillrecord).
+type Record = backfillrecord.Record
 
 // Errors for decisions (the CLI maps them to exit codes and messages).
 var (
@@ -113,7 +124,7 @@ type env struct {
 	view   *manifest.View
 	pulsar *pulsarx.Clients
 	cql    *gocql.Session
-	store  store
+	store  backfillrecord.Store
 }
 
 func (e *env) Close() { e.cql.Close() }
@@ -145,13 +156,13 @@ func open(ctx context.Context, opts Options) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &env{set: set, graph: graph, view: view, pulsar: pulsar, cql: cql, store: store{cql: cql, keyspace: set.Tenant.Keyspace}}, nil
+	return &env{set: set, graph: graph, view: view, pulsar: pulsar, cql: cql, store: backfillrecord.Store{CQL: cql, Keyspace: set.Tenant.Keyspace}}, nil
 }
 
 // Start deploys a backfill of opts.View and returns its record without
 // waiting for it to catch up (Watch does). A view already backfilling is
 // refused with ErrAlreadyRunning.
-func Start(ctx context.Context, opts Options) (*Record, error) {
+func Start(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 	opts.defaults()
 	e, err := open(ctx, opts)
 	if err != nil {
@@ -161,9 +172,9 @@ func Start(ctx context.Context, opts Options) (*Record, error) {
 	return e.start(ctx, opts)
 }
 
-func (e *env) start(ctx context.Context, opts Options) (*Record, error) {
+func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 	ks, view := e.set.Tenant.Keyspace, e.view.Name
-	if running, err := e.store.running(ctx, view); err != nil {
+	if running, err := e.store.Running(ctx, view); err != nil {
 		return nil, err
 	} else if running != nil {
 		return nil, fmt.Errorf("view %s is already backfilling into %s.%s (started %s): follow it with foldline backfill --watch %s, or drop it with foldline backfill --abort %s: %w",
@@ -182,8 +193,8 @@ func (e *env) start(ctx context.Context, opts Options) (*Record, error) {
 	}
 	forked := manifest.ForkPath(e.graph.PathTo(view), nextVersion(entry, e.view))
 	sink := forked[len(forked)-1].View
-	rec := &Record{View: view, Table: sink.Table(), OldTable: entry.ActiveTable, State: StateRunning,
-		Stages: refsOf(forked), LedgerAtStart: map[string]int64{}, StartedAt: time.Now().UTC()}
+	rec := &backfillrecord.Record{View: view, Table: sink.Table(), OldTable: entry.ActiveTable, State: backfillrecord.StateRunning,
+		Stages: backfillrecord.RefsOf(forked), LedgerAtStart: map[string]int64{}, StartedAt: time.Now().UTC()}
 	for _, st := range forked {
 		for _, in := range st.Inputs {
 			if e.graph.Ledger[in] {
@@ -195,10 +206,10 @@ func (e *env) start(ctx context.Context, opts Options) (*Record, error) {
 	}
 	// Recorded before anything is deployed: a second start is refused and
 	// --abort can clean up whatever a failed start left behind.
-	if err := e.store.ensure(ctx); err != nil {
+	if err := e.store.Ensure(ctx); err != nil {
 		return nil, err
 	}
-	if err := e.store.put(ctx, rec); err != nil {
+	if err := e.store.Put(ctx, rec); err != nil {
 		return nil, err
 	}
 	definition, err := json.Marshal(sink.Schema())
@@ -243,7 +254,7 @@ func Run(ctx context.Context, opts Options, watch bool) (*Result, error) {
 		return nil, err
 	}
 	defer e.Close()
-	rec, err := e.store.running(ctx, e.view.Name)
+	rec, err := e.store.Running(ctx, e.view.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +271,7 @@ func Run(ctx context.Context, opts Options, watch bool) (*Result, error) {
 
 // watch polls rec's progress until every stage has caught up twice in a
 // row, then finishes it.
-func (e *env) watch(ctx context.Context, opts Options, rec *Record) (*Result, error) {
+func (e *env) watch(ctx context.Context, opts Options, rec *backfillrecord.Record) (*Result, error) {
 	var deadline time.Time
 	if opts.Timeout > 0 {
 		deadline = time.Now().Add(opts.Timeout)
@@ -327,7 +338,7 @@ type drawState struct {
 
 // finish compares the tables, switches the registry, retires the old path
 // and drops old tables past their retention.
-func (e *env) finish(ctx context.Context, opts Options, rec *Record) (*Result, error) {
+func (e *env) finish(ctx context.Context, opts Options, rec *backfillrecord.Record) (*Result, error) {
 	ks := e.set.Tenant.Keyspace
 	res := &Result{View: rec.View, Table: rec.Table, OldTable: rec.OldTable, Retired: []string{}, Dropped: []string{}}
 	oldPath, err := e.currentPath(ctx, rec.View, rec.OldTable)
@@ -350,7 +361,7 @@ func (e *env) finish(ctx context.Context, opts Options, rec *Record) (*Result, e
 			return nil, err
 		}
 		res.Diff = rec.Diff
-		if err := e.store.put(ctx, rec); err != nil {
+		if err := e.store.Put(ctx, rec); err != nil {
 			return nil, err
 		}
 		if !opts.JSON {
@@ -368,8 +379,8 @@ func (e *env) finish(ctx context.Context, opts Options, rec *Record) (*Result, e
 	if _, err := registry.Activate(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
 		return nil, err
 	}
-	rec.State, rec.FinishedAt, rec.KeepOldUntil = StateSwitched, time.Now().UTC(), time.Now().Add(opts.KeepOld).UTC()
-	if err := e.store.put(ctx, rec); err != nil {
+	rec.State, rec.FinishedAt, rec.KeepOldUntil = backfillrecord.StateSwitched, time.Now().UTC(), time.Now().Add(opts.KeepOld).UTC()
+	if err := e.store.Put(ctx, rec); err != nil {
 		return nil, err
 	}
 	res.State = rec.State
@@ -394,12 +405,12 @@ func (e *env) currentPath(ctx context.Context, view, table string) ([]*manifest.
 	if table == "" {
 		return nil, nil
 	}
-	rec, err := e.store.byTable(ctx, view, table)
+	rec, err := e.store.ByTable(ctx, view, table)
 	if err != nil {
 		return nil, err
 	}
-	if rec != nil && rec.State == StateSwitched {
-		return stagesOf(rec.Stages), nil
+	if rec != nil && rec.State == backfillrecord.StateSwitched {
+		return backfillrecord.StagesOf(rec.Stages), nil
 	}
 	return e.graph.PathTo(view), nil
 }
@@ -488,7 +499,7 @@ func (e *env) registeredSchema(ctx context.Context, view, table string) (cassand
 // retention has passed, unless one of them is active again (rolled back).
 func (e *env) dropExpired(ctx context.Context, view string) ([]string, error) {
 	ks := e.set.Tenant.Keyspace
-	records, err := e.store.list(ctx, view)
+	records, err := e.store.List(ctx, view)
 	if err != nil {
 		return nil, err
 	}
@@ -503,7 +514,7 @@ func (e *env) dropExpired(ctx context.Context, view string) ([]string, error) {
 	dropped := []string{}
 	for _, r := range records {
 		old := r.OldTable
-		if r.State != StateSwitched || old == "" || old == entry.ActiveTable || !registered[old] || time.Now().Before(r.KeepOldUntil) {
+		if r.State != backfillrecord.StateSwitched || old == "" || old == entry.ActiveTable || !registered[old] || time.Now().Before(r.KeepOldUntil) {
 			continue
 		}
 		if err := e.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %q.%q`, ks, old)).WithContext(ctx).Exec(); err != nil {
@@ -521,7 +532,7 @@ func (e *env) dropExpired(ctx context.Context, view string) ([]string, error) {
 // Abort removes view's running backfill: its functions and subscriptions,
 // its topics, its table and the table's registration. The active table is
 // untouched.
-func Abort(ctx context.Context, opts Options) (*Record, error) {
+func Abort(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 	opts.defaults()
 	e, err := open(ctx, opts)
 	if err != nil {
@@ -529,14 +540,14 @@ func Abort(ctx context.Context, opts Options) (*Record, error) {
 	}
 	defer e.Close()
 	ks := e.set.Tenant.Keyspace
-	rec, err := e.store.running(ctx, e.view.Name)
+	rec, err := e.store.Running(ctx, e.view.Name)
 	if err != nil {
 		return nil, err
 	}
 	if rec == nil {
 		return nil, fmt.Errorf("view %s: %w (to go back to an older table after a switch: foldline views --activate TABLE): %w", e.view.Name, ErrNoBackfill, exitcode.ErrNotFound)
 	}
-	stages := stagesOf(rec.Stages)
+	stages := backfillrecord.StagesOf(rec.Stages)
 	if _, err := deploy.DeleteStages(ctx, e.pulsar, stages, opts.ErrOut); err != nil {
 		return nil, err
 	}
@@ -557,8 +568,8 @@ func Abort(ctx context.Context, opts Options) (*Record, error) {
 	if err := registry.Unregister(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
 		return nil, err
 	}
-	rec.State, rec.FinishedAt = StateAborted, time.Now().UTC()
-	if err := e.store.put(ctx, rec); err != nil {
+	rec.State, rec.FinishedAt = backfillrecord.StateAborted, time.Now().UTC()
+	if err := e.store.Put(ctx, rec); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(opts.ErrOut, "aborted the backfill of %s into %s.%s\n", rec.View, ks, rec.Table)
@@ -568,13 +579,13 @@ func Abort(ctx context.Context, opts Options) (*Record, error) {
 // Running returns a progress snapshot of every running backfill of
 // keyspace, for foldline status.
 func Running(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, keyspace string) ([]*Snapshot, error) {
-	records, err := store{cql: cql, keyspace: keyspace}.list(ctx, "")
+	records, err := backfillrecord.Store{CQL: cql, Keyspace: keyspace}.List(ctx, "")
 	if err != nil {
 		return nil, err
 	}
 	var out []*Snapshot
 	for _, r := range records {
-		if r.State != StateRunning {
+		if r.State != backfillrecord.StateRunning {
 			continue
 		}
 		s, err := snapshot(ctx, pulsar, r, 0, time.Now())

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/target"
 )
@@ -57,7 +58,7 @@ The backfill survives the CLI: --detach starts it and exits, foldline status sho
 			case abort:
 				result, err = Abort(cmd.Context(), opts)
 			case detach:
-				var rec *Record
+				var rec *backfillrecord.Record
 				if rec, err = Start(cmd.Context(), opts); err == nil {
 					fmt.Fprintf(opts.ErrOut, "started; follow it with foldline backfill --watch %s\n", rec.View)
 				}

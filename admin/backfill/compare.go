@@ -9,33 +9,12 @@ import (
 
 	"github.com/gocql/gocql"
 
+	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
-// Diff is how the new table of a backfill differs from the old one, over
-// the view's key and value columns (the sink's bookkeeping columns left
-// out, deleted rows counted as absent).
-type Diff struct {
-	OldRows   int `json:"oldRows"`
-	NewRows   int `json:"newRows"`
-	OnlyOld   int `json:"onlyOld"`
-	OnlyNew   int `json:"onlyNew"`
-	Differing int `json:"differing"`
-	// Examples shows a few differences, one per line.
-	Examples []string `json:"examples,omitempty"`
-}
-
-// Identical reports whether the tables hold the same rows.
-func (d *Diff) Identical() bool { return d.OnlyOld == 0 && d.OnlyNew == 0 && d.Differing == 0 }
-
-// String is the summary line.
-func (d *Diff) String() string {
-	if d.Identical() {
-		return fmt.Sprintf("identical: %d rows in both", d.NewRows)
-	}
-	return fmt.Sprintf("%d rows only in the old table, %d only in the new, %d differing (old %d rows, new %d)",
-		d.OnlyOld, d.OnlyNew, d.Differing, d.OldRows, d.NewRows)
-}
+// Diff is how the new table of a backfill differs from the old one.
+type Diff = backfillrecord.Diff
 
 // maxExamples bounds Diff.Examples.
 const maxExamples = 5

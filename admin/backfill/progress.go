@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/progress"
 )
@@ -62,9 +63,9 @@ type Snapshot struct {
 // stages before the downstream ones makes "all caught up" sound: whatever
 // an upstream stage had acknowledged it had also written before a later
 // stage's backlog was read.
-func snapshot(ctx context.Context, pulsar *pulsarx.Clients, r *Record, threshold int64, now time.Time) (*Snapshot, error) {
+func snapshot(ctx context.Context, pulsar *pulsarx.Clients, r *backfillrecord.Record, threshold int64, now time.Time) (*Snapshot, error) {
 	s := &Snapshot{View: r.View, Table: r.Table, OldTable: r.OldTable, State: r.State, At: now.UTC(),
-		Elapsed: now.Sub(r.StartedAt).Seconds(), CaughtUp: r.State == StateRunning}
+		Elapsed: now.Sub(r.StartedAt).Seconds(), CaughtUp: r.State == backfillrecord.StateRunning}
 	for _, ref := range r.Stages {
 		p := StageProgress{Name: ref.Name, Kind: ref.Kind, Subscription: ref.SubName}
 		var problems []string
@@ -105,7 +106,10 @@ func snapshot(ctx context.Context, pulsar *pulsarx.Clients, r *Record, threshold
 		case pulsarx.IsNotFound(err):
 			problems = append(problems, "function "+ref.FullName()+" is not deployed")
 		case err != nil:
-			return nil, fmt.Errorf("reading status of function %s: %w", ref.FullName(), err)
+			// The worker answers 500 while an instance restarts: a
+			// condition to show, not a reason to stop watching.
+			problems = append(problems, fmt.Sprintf("reading status of function %s: %v", ref.FullName(), err))
+			s.CaughtUp = false
 		default:
 			p.Instances = status.NumInstances
 			for _, inst := range status.Instances {

@@ -104,7 +104,23 @@ func MakePlan(ctx context.Context, opts Options) (*Plan, error) {
 		return nil, err
 	}
 	defer s.Close()
-	return opts.planner(s).makePlan(ctx)
+	return opts.planWithBackfills(ctx, s)
+}
+
+// planWithBackfills plans the manifests' DAG less the stages backfills
+// retired (noted in the plan: deploy must not bring them back).
+func (o Options) planWithBackfills(ctx context.Context, s *session) (*Plan, error) {
+	b, err := readBackfilled(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	s, notes := b.withoutRetired(s)
+	plan, err := o.planner(s).makePlan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	plan.Changes = append(plan.Changes, notes...)
+	return plan, nil
 }
 
 // Deploy brings the cluster to the manifests and waits for the instances.
@@ -114,7 +130,7 @@ func Deploy(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer s.Close()
-	plan, err := opts.planner(s).makePlan(ctx)
+	plan, err := opts.planWithBackfills(ctx, s)
 	if err != nil {
 		return nil, err
 	}

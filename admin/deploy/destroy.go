@@ -43,7 +43,11 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 		}
 		return nil, fmt.Errorf("reading tenant %s: %w", t.Name, err)
 	}
-	removed, err := DeleteStages(ctx, s.pulsar, s.graph.Order, opts.ErrOut)
+	b, err := readBackfilled(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	removed, err := DeleteStages(ctx, s.pulsar, append(slices.Clone(s.graph.Order), b.carrying...), opts.ErrOut)
 	if err != nil {
 		return removed, err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/foldline/foldline/admin/backfill"
+	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/status"
 	"github.com/foldline/foldline/admin/views"
@@ -161,6 +162,20 @@ func TestBackfillIdenticalReplay(t *testing.T) {
 	if i < 0 || list[i].Table != "user_activity_v2" ||
 		!slices.Contains(list[i].Versions, views.Version{Table: "user_activity_v1", State: registry.StateRetired}) {
 		t.Fatalf("views %+v, want user_activity active on v2 with v1 retired", list)
+	}
+
+	// deploy must not bring the retired stages back.
+	plan, err := deploy.MakePlan(t.Context(), s.opts)
+	if err != nil {
+		t.Fatalf("planning after the switch: %v", err)
+	}
+	if pending := plan.Pending(); len(pending) > 0 {
+		t.Errorf("deploy after the switch would change %+v", pending)
+	}
+	if !slices.ContainsFunc(plan.Changes, func(c deploy.Change) bool {
+		return c.Action == deploy.Note && c.Name == s.tenant+"/pipeline/user-activity"
+	}) {
+		t.Errorf("plan %+v does not note the retired user-activity", plan.Changes)
 	}
 
 	s.ingest(t, events[5000:])

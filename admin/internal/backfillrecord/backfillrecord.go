@@ -1,4 +1,10 @@
-package backfill
+// Package backfillrecord keeps the record of each backfill in the tenant's
+// keyspace (table foldline_backfills, next to the view registry): which
+// functions it deployed, the ledger's size when it started, its state and
+// its comparison. The record outlives the CLI that started the backfill, so
+// that status shows it, --watch and --abort take it over, and deploy and
+// destroy know which functions now carry a view.
+package backfillrecord
 
 import (
 	"context"
@@ -12,10 +18,7 @@ import (
 	"github.com/foldline/foldline/admin/manifest"
 )
 
-// Table is where backfills are recorded, in each tenant keyspace next to the
-// view registry: what a backfill deployed and how far it got survives the
-// CLI that started it, so that status shows it and --watch or --abort
-// take it over.
+// Table is where backfills are recorded, in each tenant keyspace.
 const Table = "foldline_backfills"
 
 // The states of a backfill.
@@ -44,21 +47,23 @@ type StageRef struct {
 // FullName is tenant/namespace/name.
 func (s StageRef) FullName() string { return s.Tenant + "/" + s.Namespace + "/" + s.Name }
 
-func refOf(st *manifest.Stage) StageRef {
+// RefOf describes a stage for the record.
+func RefOf(st *manifest.Stage) StageRef {
 	return StageRef{Kind: string(st.Kind), Name: st.Name, Tenant: st.Tenant, Namespace: st.Namespace,
 		Inputs: st.Inputs, Output: st.Output, SubName: st.SubName, DeadLetterTopic: st.DeadLetterTopic()}
 }
 
-func refsOf(stages []*manifest.Stage) []StageRef {
+// RefsOf describes stages for the record.
+func RefsOf(stages []*manifest.Stage) []StageRef {
 	refs := make([]StageRef, len(stages))
 	for i, st := range stages {
-		refs[i] = refOf(st)
+		refs[i] = RefOf(st)
 	}
 	return refs
 }
 
-// stagesOf turns refs back into stages for deploy.DeleteStages.
-func stagesOf(refs []StageRef) []*manifest.Stage {
+// StagesOf turns refs back into stages (to watch or delete them).
+func StagesOf(refs []StageRef) []*manifest.Stage {
 	stages := make([]*manifest.Stage, len(refs))
 	for i, r := range refs {
 		stages[i] = &manifest.Stage{Kind: manifest.StageKind(r.Kind), Name: r.Name, Tenant: r.Tenant,
@@ -98,48 +103,50 @@ func createCQL(keyspace string) string {
   PRIMARY KEY ((view_name), table_name))`, keyspace, Table)
 }
 
-// store reads and writes the records of one keyspace. The record is kept as
+// Store reads and writes the records of one keyspace. A record is kept as
 // JSON next to its state: it is read whole, and only by Foldline.
-type store struct {
-	cql      *gocql.Session
-	keyspace string
+type Store struct {
+	CQL      *gocql.Session
+	Keyspace string
 }
 
-func (s store) ensure(ctx context.Context) error {
-	if err := s.cql.Query(createCQL(s.keyspace)).WithContext(ctx).Exec(); err != nil {
-		return fmt.Errorf("creating backfill table %s.%s: %w", s.keyspace, Table, err)
+// Ensure creates the table when absent.
+func (s Store) Ensure(ctx context.Context) error {
+	if err := s.CQL.Query(createCQL(s.Keyspace)).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("creating backfill table %s.%s: %w", s.Keyspace, Table, err)
 	}
 	return nil
 }
 
-func (s store) put(ctx context.Context, r *Record) error {
+// Put writes r.
+func (s Store) Put(ctx context.Context, r *Record) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encoding backfill of %s: %w", r.View, err)
 	}
-	q := fmt.Sprintf(`UPDATE %q.%q SET state = ?, record = ? WHERE view_name = ? AND table_name = ?`, s.keyspace, Table)
-	if err := s.cql.Query(q, r.State, string(data), r.View, r.Table).WithContext(ctx).Exec(); err != nil {
+	q := fmt.Sprintf(`UPDATE %q.%q SET state = ?, record = ? WHERE view_name = ? AND table_name = ?`, s.Keyspace, Table)
+	if err := s.CQL.Query(q, r.State, string(data), r.View, r.Table).WithContext(ctx).Exec(); err != nil {
 		return fmt.Errorf("recording backfill of %s into %s: %w", r.View, r.Table, err)
 	}
 	return nil
 }
 
-// list returns the records of view, or of every view for "". A keyspace
+// List returns the records of view, or of every view for "". A keyspace
 // without the table has none.
-func (s store) list(ctx context.Context, view string) ([]*Record, error) {
-	q := fmt.Sprintf(`SELECT record FROM %q.%q`, s.keyspace, Table)
+func (s Store) List(ctx context.Context, view string) ([]*Record, error) {
+	q := fmt.Sprintf(`SELECT record FROM %q.%q`, s.Keyspace, Table)
 	var args []any
 	if view != "" {
 		q += ` WHERE view_name = ?`
 		args = append(args, view)
 	}
-	iter := s.cql.Query(q, args...).WithContext(ctx).Iter()
+	iter := s.CQL.Query(q, args...).WithContext(ctx).Iter()
 	var records []*Record
 	var data string
 	for iter.Scan(&data) {
 		var r Record
 		if err := json.Unmarshal([]byte(data), &r); err != nil {
-			return nil, fmt.Errorf("decoding a backfill record of %s.%s: %w", s.keyspace, Table, err)
+			return nil, fmt.Errorf("decoding a backfill record of %s.%s: %w", s.Keyspace, Table, err)
 		}
 		records = append(records, &r)
 	}
@@ -148,14 +155,14 @@ func (s store) list(ctx context.Context, view string) ([]*Record, error) {
 		if errors.As(err, &reqErr) && reqErr.Code() == gocql.ErrCodeInvalid {
 			return nil, nil // no table yet: no backfill ever ran here
 		}
-		return nil, fmt.Errorf("reading backfills of %s.%s: %w", s.keyspace, Table, err)
+		return nil, fmt.Errorf("reading backfills of %s.%s: %w", s.Keyspace, Table, err)
 	}
 	return records, nil
 }
 
-// running returns view's running backfill, nil if none.
-func (s store) running(ctx context.Context, view string) (*Record, error) {
-	records, err := s.list(ctx, view)
+// Running returns view's running backfill, nil if none.
+func (s Store) Running(ctx context.Context, view string) (*Record, error) {
+	records, err := s.List(ctx, view)
 	if err != nil {
 		return nil, err
 	}
@@ -167,10 +174,10 @@ func (s store) running(ctx context.Context, view string) (*Record, error) {
 	return nil, nil
 }
 
-// byTable returns the record of the backfill that built table, nil if none
+// ByTable returns the record of the backfill that built table, nil if none
 // did (deploy did).
-func (s store) byTable(ctx context.Context, view, table string) (*Record, error) {
-	records, err := s.list(ctx, view)
+func (s Store) ByTable(ctx context.Context, view, table string) (*Record, error) {
+	records, err := s.List(ctx, view)
 	if err != nil {
 		return nil, err
 	}
@@ -180,4 +187,29 @@ func (s store) byTable(ctx context.Context, view, table string) (*Record, error)
 		}
 	}
 	return nil, nil
+}
+
+// Diff is how the new table of a backfill differs from the old one, over
+// the view's key and value columns (the sink's bookkeeping columns left
+// out, deleted rows counted as absent).
+type Diff struct {
+	OldRows   int `json:"oldRows"`
+	NewRows   int `json:"newRows"`
+	OnlyOld   int `json:"onlyOld"`
+	OnlyNew   int `json:"onlyNew"`
+	Differing int `json:"differing"`
+	// Examples shows a few differences, one per line.
+	Examples []string `json:"examples,omitempty"`
+}
+
+// Identical reports whether the tables hold the same rows.
+func (d *Diff) Identical() bool { return d.OnlyOld == 0 && d.OnlyNew == 0 && d.Differing == 0 }
+
+// String is the summary line.
+func (d *Diff) String() string {
+	if d.Identical() {
+		return fmt.Sprintf("identical: %d rows in both", d.NewRows)
+	}
+	return fmt.Sprintf("%d rows only in the old table, %d only in the new, %d differing (old %d rows, new %d)",
+		d.OnlyOld, d.OnlyNew, d.Differing, d.OldRows, d.NewRows)
 }

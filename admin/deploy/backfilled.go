@@ -1,0 +1,90 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/foldline/foldline/admin/internal/backfillrecord"
+	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/manifest"
+)
+
+// backfilled is what backfills changed about the manifests' DAG: a view
+// whose active table a backfill built is carried by that backfill's copy
+// of its path (other names, subscriptions and topics), and the manifests'
+// own stages that served only such views were retired by the switch.
+type backfilled struct {
+	// retired maps a manifest stage's full name to why deploy leaves it
+	// alone.
+	retired map[string]string
+	// carrying are the backfills' stages that run: those of switched
+	// backfills whose table is active, and of running ones.
+	carrying []*manifest.Stage
+}
+
+// readBackfilled reads the registry and the backfill records of the set's
+// keyspace. A keyspace without them has no backfills.
+func readBackfilled(ctx context.Context, s *session) (*backfilled, error) {
+	b := &backfilled{retired: map[string]string{}}
+	ks := s.set.Tenant.Keyspace
+	exists, err := registry.Exists(ctx, s.cql, ks)
+	if err != nil || !exists {
+		return b, err
+	}
+	records, err := backfillrecord.Store{CQL: s.cql, Keyspace: ks}.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range records {
+		if r.State == backfillrecord.StateRunning {
+			b.carrying = append(b.carrying, backfillrecord.StagesOf(r.Stages)...)
+		}
+	}
+	onManifestPath := map[string]bool{}
+	rebuilt := map[string]string{} // manifest stage → a view a backfill rebuilt
+	for _, v := range s.set.Views {
+		entry, err := registry.Get(ctx, s.cql, ks, v.Name)
+		if err != nil {
+			return nil, err
+		}
+		i := slices.IndexFunc(records, func(r *backfillrecord.Record) bool {
+			return r.View == v.Name && r.Table == entry.ActiveTable && r.State == backfillrecord.StateSwitched
+		})
+		for _, st := range s.graph.PathTo(v.Name) {
+			if i < 0 {
+				onManifestPath[st.FullName()] = true
+			} else {
+				rebuilt[st.FullName()] = fmt.Sprintf("%s (now %s)", v.Name, entry.ActiveTable)
+			}
+		}
+		if i >= 0 {
+			b.carrying = append(b.carrying, backfillrecord.StagesOf(records[i].Stages)...)
+		}
+	}
+	for name, view := range rebuilt {
+		if !onManifestPath[name] {
+			b.retired[name] = "serves only view " + view + ", which a backfill rebuilt and its copy of the path carries: left alone (change it with foldline backfill)"
+		}
+	}
+	return b, nil
+}
+
+// withoutRetired returns the session with the retired stages taken out of
+// the DAG deploy brings about, and a note for each.
+func (b *backfilled) withoutRetired(s *session) (*session, []Change) {
+	var notes []Change
+	graph := *s.graph
+	graph.Order = slices.DeleteFunc(slices.Clone(s.graph.Order), func(st *manifest.Stage) bool {
+		why, ok := b.retired[st.FullName()]
+		if ok {
+			notes = append(notes, Change{Action: Note, Kind: "function", Name: st.FullName(), Details: []string{why}})
+		}
+		return ok
+	})
+	slices.SortFunc(notes, func(a, b Change) int { return strings.Compare(a.Name, b.Name) })
+	out := *s
+	out.graph = &graph
+	return &out, notes
+}
