@@ -385,6 +385,17 @@ func (e *env) finish(ctx context.Context, opts Options, rec *backfillrecord.Reco
 	}
 	res.State = rec.State
 	fmt.Fprintf(opts.ErrOut, "view %s now reads %s.%s (was %s)\n", rec.View, ks, rec.Table, orNone(rec.OldTable))
+	// Earlier backfills of the view whose tables are no longer active (a
+	// rollback with views --activate skipped them) are retired too.
+	records, err := e.store.List(ctx, rec.View)
+	if err != nil {
+		return res, err
+	}
+	for _, r := range records {
+		if r.State == backfillrecord.StateSwitched && r.Table != rec.Table {
+			oldPath = append(oldPath, backfillrecord.StagesOf(r.Stages)...)
+		}
+	}
 	retire, err := e.unshared(ctx, rec.View, oldPath)
 	if err != nil {
 		return res, err

@@ -19,8 +19,8 @@ type backfilled struct {
 	// retired maps a manifest stage's full name to why deploy leaves it
 	// alone.
 	retired map[string]string
-	// carrying are the backfills' stages that run: those of switched
-	// backfills whose table is active, and of running ones.
+	// carrying are the backfills' stages that may run: those of running
+	// and switched backfills (destroy removes them too).
 	carrying []*manifest.Stage
 }
 
@@ -38,7 +38,7 @@ func readBackfilled(ctx context.Context, s *session) (*backfilled, error) {
 		return nil, err
 	}
 	for _, r := range records {
-		if r.State == backfillrecord.StateRunning {
+		if r.State == backfillrecord.StateRunning || r.State == backfillrecord.StateSwitched {
 			b.carrying = append(b.carrying, backfillrecord.StagesOf(r.Stages)...)
 		}
 	}
@@ -58,9 +58,6 @@ func readBackfilled(ctx context.Context, s *session) (*backfilled, error) {
 			} else {
 				rebuilt[st.FullName()] = fmt.Sprintf("%s (now %s)", v.Name, entry.ActiveTable)
 			}
-		}
-		if i >= 0 {
-			b.carrying = append(b.carrying, backfillrecord.StagesOf(records[i].Stages)...)
 		}
 	}
 	for name, view := range rebuilt {

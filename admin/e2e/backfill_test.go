@@ -188,6 +188,38 @@ func TestBackfillIdenticalReplay(t *testing.T) {
 	if table, err := s.activeTable("user_activity"); err != nil || table != "user_activity_v1" {
 		t.Fatalf("active table after rollback %s (%v), want user_activity_v1", table, err)
 	}
+
+	// A backfill started and aborted leaves nothing behind.
+	rec, err := backfill.Start(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("starting another backfill: %v", err)
+	}
+	if rec.Table != "user_activity_v3" {
+		t.Fatalf("the next backfill fills %s, want user_activity_v3", rec.Table)
+	}
+	if _, err := backfill.Abort(t.Context(), opts); err != nil {
+		t.Fatalf("aborting: %v", err)
+	}
+	for _, ref := range rec.Stages {
+		if pids := testenv.InstancePIDs(t, s.tenant, pipelineNS, ref.Name); len(pids) > 0 {
+			testenv.WaitFor(t, time.Minute, ref.Name+" stopped", func() bool { return len(testenv.InstancePIDs(t, s.tenant, pipelineNS, ref.Name)) == 0 })
+		}
+	}
+	list, err = views.List(t.Context(), views.Options{Dir: s.opts.Dir, Target: s.opts.Target, Services: s.svc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i = slices.IndexFunc(list, func(v views.View) bool { return v.View == "user_activity" })
+	if slices.ContainsFunc(list[i].Versions, func(v views.Version) bool { return v.Table == "user_activity_v3" }) || list[i].Table != "user_activity_v1" {
+		t.Fatalf("after the abort: %+v, want v3 gone and v1 active", list[i])
+	}
+	var tables int
+	if err := s.session.Query(`SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, s.keyspace, "user_activity_v3").Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("table user_activity_v3 after the abort: %d (%v), want dropped", tables, err)
+	}
+	if _, err := backfill.Abort(t.Context(), opts); !errors.Is(err, backfill.ErrNoBackfill) {
+		t.Fatalf("aborting again: got %v, want ErrNoBackfill", err)
+	}
 }
 
 // manifestsWithBinary copies manifests/ into a temporary directory with
