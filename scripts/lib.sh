@@ -112,6 +112,7 @@ wait_until() {
     fi
     sleep 1
   done
+  say "$what: ready after $(( SECONDS - start ))s"
 }
 
 # stop_pid FILE NAME sends SIGTERM, waits up to 30 s, then SIGKILL.
