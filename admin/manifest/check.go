@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
@@ -111,11 +112,16 @@ func (s *Set) check() Problems {
 		ps = append(ps, s.checkView(v)...)
 	}
 	ps = append(ps, s.checkNames()...)
-	if len(ps) > 0 {
-		return ps // the DAG of broken documents would only repeat them
-	}
+	// The DAG is checked even when documents have problems, so that lint
+	// reports everything at once; a problem already reported for the same
+	// place is not repeated.
 	_, dagProblems := s.Graph()
-	return append(ps, dagProblems...)
+	for _, dp := range dagProblems {
+		if !slices.ContainsFunc(ps, func(p Problem) bool { return p.File == dp.File && p.Line == dp.Line && p.Field == dp.Field }) {
+			ps = append(ps, dp)
+		}
+	}
+	return ps
 }
 
 func (s *Set) checkTenant() Problems {

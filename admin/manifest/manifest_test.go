@@ -88,7 +88,13 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 		{
 			name:  "topic in an undeclared namespace",
 			edits: []edit{{"functions/validate.yaml", "output: persistent://shop/pipeline/valid", "output: persistent://shop/elsewhere/valid"}},
-			want:  []wantProblem{{"functions/validate.yaml", "output:", "output", "namespace elsewhere, which the tenant manifest"}},
+			// Reported with its consequences: the DAG is checked too, so the
+			// stages that read the old topic learn that nothing writes it.
+			want: []wantProblem{
+				{"functions/purchases.yaml", "- persistent://shop/pipeline/valid", "inputs[0]", "nothing writes persistent://shop/pipeline/valid"},
+				{"functions/user-activity.yaml", "- persistent://shop/pipeline/valid", "inputs[0]", "nothing writes persistent://shop/pipeline/valid"},
+				{"functions/validate.yaml", "output:", "output", "namespace elsewhere, which the tenant manifest"},
+			},
 		},
 		{
 			name:  "retries the worker refuses for Go functions",
