@@ -234,7 +234,8 @@ func (tl *testLedger) readAll(t testing.TB, want int) ([][]byte, time.Duration) 
 	return got, time.Since(start)
 }
 
-// offloadedObjects lists the bucket's objects of the given segments.
+// offloadedObjects lists the bucket's objects of the given segments:
+// the jclouds offloader names them <uuid>-ledger-<id> and <uuid>-ledger-<id>-index.
 func offloadedObjects(t testing.TB, ledgerIDs []int64) map[int64][]string {
 	t.Helper()
 	entries, err := os.ReadDir(bucketDir())
@@ -244,7 +245,8 @@ func offloadedObjects(t testing.TB, ledgerIDs []int64) map[int64][]string {
 	found := map[int64][]string{}
 	for _, e := range entries {
 		for _, id := range ledgerIDs {
-			if strings.Contains(e.Name(), fmt.Sprintf("-ledger-%d", id)) {
+			name := fmt.Sprintf("-ledger-%d", id)
+			if strings.HasSuffix(e.Name(), name) || strings.HasSuffix(e.Name(), name+"-index") {
 				found[id] = append(found[id], e.Name())
 			}
 		}
@@ -285,8 +287,8 @@ func TestOffloadMovesClosedSegmentsAndReadsStayExact(t *testing.T) {
 	}
 	objects := offloadedObjects(t, ids)
 	for _, id := range ids {
-		if len(objects[id]) == 0 {
-			t.Errorf("no object of segment %d in %s", id, bucketDir())
+		if len(objects[id]) != 2 {
+			t.Errorf("objects of segment %d in %s: %v; want its data and its index", id, bucketDir(), objects[id])
 		}
 	}
 

@@ -115,8 +115,14 @@ func (c *cluster) offload(ctx context.Context, topic *utils.TopicName) (OffloadR
 	if err != nil {
 		return res, err
 	}
-	if before.Offloadable.Segments == 0 {
+	switch {
+	case before.Offloadable.Segments == 0:
 		res.Skipped = "no closed segment left in BookKeeper"
+		return res, nil
+	case before.offloadTo.LedgerID == 0:
+		// Offloading up to a position in the last closed segment would
+		// leave that segment behind: wait for the broker to open the next.
+		res.Skipped = "the topic has no open segment right now (being reloaded?); run again"
 		return res, nil
 	}
 	if err := c.preflight(ctx, topic); err != nil {
