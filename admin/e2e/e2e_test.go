@@ -35,21 +35,21 @@ type shop struct {
 	ledger [][]byte
 }
 
-type logWriter struct{ t *testing.T }
+type logWriter struct{ t testing.TB }
 
 func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
 
-func deployShop(t *testing.T, name string) *shop {
+func deployShop(t testing.TB, name string) *shop {
 	t.Helper()
 	return deployShopFrom(t, name, filepath.Join(testenv.RepoRoot(), "manifests"))
 }
 
 // deployShopFrom deploys the manifests in dir (a test's edited copy of
 // manifests/) into a tenant of their own.
-func deployShopFrom(t *testing.T, name, dir string) *shop {
+func deployShopFrom(t testing.TB, name, dir string) *shop {
 	t.Helper()
 	svc := testenv.All(t)
 	tenant := fmt.Sprintf("e2e-%s-%d", name, time.Now().UnixNano()%1_000_000)
@@ -82,7 +82,7 @@ func deployShopFrom(t *testing.T, name, dir string) *shop {
 }
 
 // generate makes n shop events (with malformed lines) from seed.
-func generate(t *testing.T, n int, seed uint64) [][]byte {
+func generate(t testing.TB, n int, seed uint64) [][]byte {
 	t.Helper()
 	var buf bytes.Buffer
 	if _, err := gen.Generate(&buf, gen.Options{Events: n, Users: 300, SKUs: 40, Seed: seed, Malformed: 0.01}); err != nil {
@@ -92,7 +92,7 @@ func generate(t *testing.T, n int, seed uint64) [][]byte {
 }
 
 // ingest publishes lines to the ledger with foldline ingest.
-func (s *shop) ingest(t *testing.T, lines [][]byte) {
+func (s *shop) ingest(t testing.TB, lines [][]byte) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), fmt.Sprintf("events-%d.jsonl", len(s.ledger)))
 	if err := os.WriteFile(path, append(bytes.Join(lines, []byte("\n")), '\n'), 0o644); err != nil {
@@ -123,7 +123,7 @@ func (s *shop) activeTable(view string) (string, error) {
 
 // views reads both views' active tables in the fold's shape, skipping
 // deleted rows.
-func (s *shop) views(t *testing.T) (shopfold.Result, error) {
+func (s *shop) views(t testing.TB) (shopfold.Result, error) {
 	t.Helper()
 	var r shopfold.Result
 	r.UserActivity = map[string]shopfold.UserActivityRow{}
@@ -212,14 +212,14 @@ func diff(got, want shopfold.Result) string {
 
 // waitForFold polls the views until they equal the fold of the ledger, and
 // fails with the differences when they do not within timeout.
-func (s *shop) waitForFold(t *testing.T, timeout time.Duration) {
+func (s *shop) waitForFold(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	s.waitForResult(t, s.expected(), timeout)
 }
 
 // waitForResult polls the views until they equal want (a fold of the ledger,
 // perhaps adjusted to a changed transformation).
-func (s *shop) waitForResult(t *testing.T, want shopfold.Result, timeout time.Duration) {
+func (s *shop) waitForResult(t testing.TB, want shopfold.Result, timeout time.Duration) {
 	t.Helper()
 	if len(want.UserActivity) == 0 || len(want.ProductSales) == 0 {
 		t.Fatalf("the fold of %d ledger events is empty: nothing would be checked", len(s.ledger))

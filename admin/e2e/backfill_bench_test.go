@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/foldline/foldline/admin/backfill"
+)
+
+// BenchmarkBackfillVsReader measures, in one run, a backfill of the shop's
+// user_activity view (three topics crossed per event: ledger → validate →
+// user-activity → sink → Cassandra) over a ledger of N events against the
+// time a plain pulsar-client-go reader needs just to read the same ledger,
+// and prints both as a table. N is FOLDLINE_BENCH_EVENTS (default 200000;
+// the figure is 1000000). The live pipeline has caught up before
+// either is timed, so neither competes with it for the CPU.
+//
+//	go test ./admin/e2e -run '^$' -bench BackfillVsReader -benchtime 1x -timeout 60m
+func BenchmarkBackfillVsReader(b *testing.B) {
+	n := 200_000
+	if v := os.Getenv("FOLDLINE_BENCH_EVENTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("FOLDLINE_BENCH_EVENTS=%q: %v", v, err)
+		}
+	}
+	s := deployShop(b, "bfbench")
+	events := generate(b, n, 31)
+	for i := 0; i < n; i += 100_000 {
+		s.ingest(b, events[i:min(i+100_000, n)])
+	}
+	s.waitForFold(b, 60*time.Minute)
+	ledger := "persistent://" + s.tenant + "/ledger/events"
+
+	for b.Loop() {
+		readTime := readAll(b, s.svc.PulsarURL, ledger, n)
+
+		opts := s.backfillOptions("user_activity", s.opts.Dir)
+		opts.Timeout = 60 * time.Minute
+		opts.Poll = 200 * time.Millisecond
+		opts.ErrOut = os.Stderr // per-stage progress every 5 s: where the time goes
+		start := time.Now()
+		if _, err := backfill.Start(b.Context(), opts); err != nil {
+			b.Fatalf("starting the backfill: %v", err)
+		}
+		deployed := time.Now()
+		res, err := backfill.Run(b.Context(), opts, true)
+		if err != nil {
+			b.Fatalf("backfilling: %v", err)
+		}
+		total := time.Since(start)
+		if res.Diff == nil || !res.Diff.Identical() {
+			b.Fatalf("the replay differs: %v", res.Diff)
+		}
+
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "events\twhat\ttime\tevents/s\tvs reader\t\n")
+		row := func(what string, d time.Duration) {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.0f\t%.2f×\t\n", n, what, d.Round(10*time.Millisecond), float64(n)/d.Seconds(), d.Seconds()/readTime.Seconds())
+		}
+		row("plain reader, ledger only", readTime)
+		row("backfill, deploy to switch", total)
+		row("backfill, without deploying", total-deployed.Sub(start))
+		tw.Flush()
+		b.ReportMetric(total.Seconds()/readTime.Seconds(), "backfill/read")
+		b.ReportMetric(float64(n)/total.Seconds(), "events/s")
+	}
+}
+
+// readAll reads topic from its first message until n messages have come,
+// and returns how long it took.
+func readAll(b *testing.B, url, topic string, n int) time.Duration {
+	b.Helper()
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: url})
+	if err != nil {
+		b.Fatalf("connecting to Pulsar: %v", err)
+	}
+	defer client.Close()
+	start := time.Now()
+	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReceiverQueueSize: 5000})
+	if err != nil {
+		b.Fatalf("reading %s: %v", topic, err)
+	}
+	defer reader.Close()
+	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
+	defer cancel()
+	for range n {
+		if _, err := reader.Next(ctx); err != nil {
+			b.Fatalf("reading %s: %v", topic, err)
+		}
+	}
+	return time.Since(start)
+}
