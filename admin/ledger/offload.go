@@ -49,7 +49,7 @@ const (
 	SettingBucket      = "the bucket (managedLedgerOffloadBucket): it must exist on the S3 server"
 	SettingCredentials = "the S3 credentials (the broker's ACCESS_KEY_ID and ACCESS_KEY_SECRET)"
 	SettingEndpoint    = "the S3 endpoint (managedLedgerOffloadServiceEndpoint): is the S3 server up? (scripts/stack up s3)"
-	SettingDriver      = "the offload driver (managedLedgerOffloadDriver) and offloadersDirectory"
+	SettingDriver      = "the offload driver (managedLedgerOffloadDriver) and offloadersDirectory: the offloader NARs must be in $PULSAR_HOME/offloaders when Pulsar starts (scripts/fetch puts them there; restart Pulsar if it started before)"
 )
 
 // SettingOf names the setting a broker's offload error points at, or "".
@@ -92,7 +92,8 @@ type OffloadResult struct {
 // manifests' tenant and waits for each to end. It checks first that the
 // offload endpoint answers, so a stopped S3 server or a wrong endpoint gives
 // an error naming the setting at once instead of a long broker retry. The
-// first failure ends the run; topics already done stay offloaded.
+// first failure ends the run; the results are those of the topics done
+// before it, which stay offloaded.
 func Offload(ctx context.Context, opts Options) ([]OffloadResult, error) {
 	c, err := connect(opts)
 	if err != nil {
@@ -101,10 +102,10 @@ func Offload(ctx context.Context, opts Options) ([]OffloadResult, error) {
 	var results []OffloadResult
 	for _, topic := range c.topics {
 		res, err := c.offload(ctx, topic)
-		results = append(results, res)
 		if err != nil {
 			return results, err
 		}
+		results = append(results, res)
 	}
 	return results, nil
 }
