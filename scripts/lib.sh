@@ -115,20 +115,26 @@ wait_until() {
   say "$what: ready after $(( SECONDS - start ))s"
 }
 
-# stop_pid FILE NAME sends SIGTERM, waits up to 30 s, then SIGKILL.
+# stop_pid FILE NAME sends SIGTERM to the service's process group, waits up
+# to 60 s, then SIGKILL, and returns once the process is gone (so its ports
+# are free for the next start).
 stop_pid() {
   local f=$1 name=$2 pid i
   pid_alive "$f" || { rm -f "$f"; return 0; }
   pid=$(cat "$f")
   step "stopping $name (pid $pid)"
   kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 30); do
+  for i in $(seq 1 60); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 1
   done
   if kill -0 "$pid" 2>/dev/null; then
-    say "$name did not stop in 30 s; killing it"
+    say "$name did not stop in 60 s; killing it"
     kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+    for i in $(seq 1 30); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 1
+    done
   fi
   rm -f "$f"
 }
