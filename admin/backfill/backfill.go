@@ -278,12 +278,14 @@ func (e *env) watch(ctx context.Context, opts Options, rec *backfillrecord.Recor
 	}
 	tty := progress.IsTerminal(opts.ErrOut)
 	var drawn drawState
+	stalls := stallWatch{}
 	caughtUp := 0
 	for {
 		snap, err := snapshot(ctx, e.pulsar, rec, opts.Threshold, time.Now())
 		if err != nil {
 			return nil, err
 		}
+		stalls.mark(snap)
 		if snap.CaughtUp {
 			caughtUp++
 		} else {
@@ -328,6 +330,37 @@ func (o Options) emit(s *Snapshot, tty, final bool, drawn *drawState) error {
 	drawn.at, drawn.lines = time.Now(), bytes.Count(buf.Bytes(), []byte("\n"))
 	_, err := o.ErrOut.Write(buf.Bytes())
 	return err
+}
+
+// stallAfter is how long a stage with a backlog may go without
+// acknowledging anything before the watch calls it stalled.
+const stallAfter = time.Minute
+
+// stallWatch remembers when each stage last made progress, so that a
+// backfill that cannot progress (a stage failing every message into
+// retries, a consumer stuck) says so instead of waiting silently.
+type stallWatch map[string]struct {
+	done  int64
+	since time.Time
+}
+
+func (w stallWatch) mark(s *Snapshot) {
+	for i := range s.Stages {
+		p := &s.Stages[i]
+		last, seen := w[p.Name]
+		if !seen || p.Done != last.done || p.Backlog == 0 {
+			last.done, last.since = p.Done, s.At
+			w[p.Name] = last
+			continue
+		}
+		if stalled := s.At.Sub(last.since); stalled >= stallAfter {
+			msg := fmt.Sprintf("no progress for %s with %d entries of backlog", stalled.Round(time.Second), p.Backlog)
+			if p.Problem != "" {
+				msg += "; " + p.Problem
+			}
+			p.Problem = msg
+		}
+	}
 }
 
 // drawState is what emit remembers of its last drawing.

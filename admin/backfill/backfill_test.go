@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/internal/exitcode"
@@ -104,6 +105,35 @@ func TestUnknownViewIsRefused(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), "view nope is not declared") || !strings.Contains(err.Error(), "product_sales") {
 				t.Errorf("message %q does not name the view and the views there are", err)
+			}
+		})
+	}
+}
+
+func TestStallWatchFlagsAStageWithoutProgress(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	snap := func(at time.Duration, done, backlog int64) *Snapshot {
+		return &Snapshot{At: start.Add(at), Stages: []StageProgress{{Name: "validate-bf-x_v2", Done: done, Backlog: backlog}}}
+	}
+	cases := []struct {
+		name    string
+		steps   []*Snapshot
+		stalled bool
+	}{
+		{name: "progressing", steps: []*Snapshot{snap(0, 1, 5), snap(time.Minute, 2, 5), snap(2*time.Minute, 3, 5)}},
+		{name: "nothing to do", steps: []*Snapshot{snap(0, 5, 0), snap(2*time.Minute, 5, 0)}},
+		{name: "stuck with a backlog", steps: []*Snapshot{snap(0, 1, 5), snap(30*time.Second, 1, 5), snap(61*time.Second, 1, 5)}, stalled: true},
+		{name: "not stuck long enough", steps: []*Snapshot{snap(0, 1, 5), snap(59*time.Second, 1, 5)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := stallWatch{}
+			for _, s := range tc.steps {
+				w.mark(s)
+			}
+			last := tc.steps[len(tc.steps)-1].Stages[0]
+			if got := strings.Contains(last.Problem, "no progress for"); got != tc.stalled {
+				t.Fatalf("problem %q, want stalled %v", last.Problem, tc.stalled)
 			}
 		})
 	}
