@@ -119,6 +119,15 @@ func (o Options) planWithBackfills(ctx context.Context, s *session) (*Plan, erro
 	if err != nil {
 		return nil, err
 	}
+	carrying := map[string]bool{}
+	for _, st := range b.carrying {
+		carrying[st.FullName()] = true
+	}
+	for i, c := range plan.Changes {
+		if c.Action == Note && c.Kind == "function" && carrying[c.Name] {
+			plan.Changes[i].Details = []string{"a backfill's copy of a view's path (foldline backfill): left alone"}
+		}
+	}
 	plan.Changes = append(plan.Changes, notes...)
 	return plan, nil
 }
