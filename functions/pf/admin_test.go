@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -75,44 +73,4 @@ func buildExample(t *testing.T, name string) string {
 		t.Fatalf("building example %s: %v\n%s", name, err, out)
 	}
 	return bin
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
-// instancePIDs returns the pids of processes running the function's
-// downloaded binary (the worker puts it under
-// download/pulsar_functions/<tenant>/<ns>/<name>/<instance>/).
-func instancePIDs(t *testing.T, tenant, ns, name string) []int {
-	t.Helper()
-	marker := fmt.Sprintf("/pulsar_functions/%s/%s/%s/", tenant, ns, name)
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, d := range dirs {
-		var pid int
-		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
-		if strings.Contains(argv0, marker) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }

@@ -194,7 +194,7 @@ func TestFunctionUnderWorker(t *testing.T) {
 		"--inputs", d.in, "--output", d.out,
 		"--subs-name", d.subs, "--subs-position", "Earliest", "--retain-ordering",
 		"--user-config", `{"maxRetries":2,"retryBackoffMs":200,"deadLetterTopic":"`+d.dead+`"}`)
-	waitFor(t, "the function to run", 3*time.Minute, func() bool {
+	testenv.WaitFor(t, 3*time.Minute, "the function to run", func() bool {
 		st := d.status(t)
 		return st.NumRunning == 1 && len(st.Instances) == 1 && st.Instances[0].Status.Running
 	})
@@ -229,7 +229,7 @@ func TestFunctionUnderWorker(t *testing.T) {
 		}
 	})
 
-	pidBefore := instancePIDs(t, d.tenant, d.ns, d.name)
+	pidBefore := testenv.InstancePIDs(t, d.tenant, d.ns, d.name)
 	t.Run("failures go to the dead-letter topic and the instance keeps running", func(t *testing.T) {
 		after := seq("after", 3)
 		ids := d.publish(t, append([]string{"boom-a", "poison-b"}, after...)...)
@@ -252,21 +252,21 @@ func TestFunctionUnderWorker(t *testing.T) {
 		if got := receive(t, out, len(after), time.Minute); !slices.Equal(payloads(got), exclaimed(after)) {
 			t.Errorf("outputs after the failures %q, want %q", payloads(got), exclaimed(after))
 		}
-		if pids := instancePIDs(t, d.tenant, d.ns, d.name); len(pidBefore) != 1 || !slices.Equal(pids, pidBefore) {
+		if pids := testenv.InstancePIDs(t, d.tenant, d.ns, d.name); len(pidBefore) != 1 || !slices.Equal(pids, pidBefore) {
 			t.Errorf("instance pids %v before, %v after the failures; want the same single process", pidBefore, pids)
 		}
 	})
 
 	t.Run("functions status and stats show true counts", func(t *testing.T) {
 		const received, processed, userErrors = 5 + 20 + 5, 5 + 20 + 3, 3 + 1
-		waitFor(t, "status counts", time.Minute, func() bool {
+		testenv.WaitFor(t, time.Minute, "status counts", func() bool {
 			st := d.status(t).Instances[0].Status
 			return st.NumReceived == received && st.NumSuccessfullyProcessed == processed && st.NumUserExceptions == userErrors
 		})
 		// The broker's metrics page includes the instance's, fetched from its metricsPort.
 		series := fmt.Sprintf(`pulsar_function_processed_successfully_total{cluster="standalone",fqfn="%s/%s/%s",instance_id="0",name="%s",namespace="%s/%s",tenant="%s"} %d`,
 			d.tenant, d.ns, d.name, d.name, d.tenant, d.ns, d.tenant, processed)
-		waitFor(t, "the broker's /metrics to show "+series, time.Minute, func() bool {
+		testenv.WaitFor(t, time.Minute, "the broker's /metrics to show "+series, func() bool {
 			var page string
 			adminREST(t, s, "GET", "/metrics/", &page)
 			return strings.Contains(page, series)
@@ -290,7 +290,7 @@ func TestFunctionUnderWorker(t *testing.T) {
 	})
 
 	t.Run("kill -9 of the instance loses nothing", func(t *testing.T) {
-		pids := instancePIDs(t, d.tenant, d.ns, d.name)
+		pids := testenv.InstancePIDs(t, d.tenant, d.ns, d.name)
 		if len(pids) != 1 {
 			t.Fatalf("instance pids %v, want one", pids)
 		}
@@ -300,8 +300,8 @@ func TestFunctionUnderWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 		d.publish(t, afterKill...)
-		waitFor(t, "the worker to restart the instance", 2*time.Minute, func() bool {
-			now := instancePIDs(t, d.tenant, d.ns, d.name)
+		testenv.WaitFor(t, 2*time.Minute, "the worker to restart the instance", func() bool {
+			now := testenv.InstancePIDs(t, d.tenant, d.ns, d.name)
 			return len(now) == 1 && now[0] != pids[0] && d.status(t).NumRunning == 1
 		})
 		missing := map[string]bool{}
@@ -322,13 +322,13 @@ func TestFunctionUnderWorker(t *testing.T) {
 
 	t.Run("functions delete removes the subscription", func(t *testing.T) {
 		pulsarAdmin(t, "functions", "delete", "--tenant", d.tenant, "--namespace", d.ns, "--name", d.name)
-		waitFor(t, "subscription "+d.subs+" to go", time.Minute, func() bool {
+		testenv.WaitFor(t, time.Minute, "subscription "+d.subs+" to go", func() bool {
 			var subs []string
 			adminREST(t, s, "GET", "/admin/v2/persistent/"+d.tenant+"/"+d.ns+"/in/subscriptions", &subs)
 			return !slices.Contains(subs, d.subs)
 		})
-		waitFor(t, "the instance process to exit", time.Minute, func() bool {
-			return len(instancePIDs(t, d.tenant, d.ns, d.name)) == 0
+		testenv.WaitFor(t, time.Minute, "the instance process to exit", func() bool {
+			return len(testenv.InstancePIDs(t, d.tenant, d.ns, d.name)) == 0
 		})
 	})
 }

@@ -86,7 +86,7 @@ func TestStartExitsWhenTheWorkerDies(t *testing.T) {
 		t.Fatalf("reading the instance pid from %q: %v", out, err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	waitFor(t, "the orphaned instance to exit", 30*time.Second, func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the orphaned instance to exit", func() bool {
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		return err != nil || strings.Contains(string(status), "State:\tZ") // gone, or a zombie nobody reaps
 	})
@@ -109,7 +109,7 @@ func TestStartExitsOnSIGTERM(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
-	waitFor(t, "the instance to subscribe", time.Minute, func() bool {
+	testenv.WaitFor(t, time.Minute, "the instance to subscribe", func() bool {
 		return strings.Contains(stderr.String(), "msg=running")
 	})
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
