@@ -60,8 +60,15 @@ func readBackfilled(ctx context.Context, s *session) (*backfilled, error) {
 			}
 		}
 	}
+	// A view's first table is built by a backfill under the name deploy
+	// would give its sink: deploy must not rewire it.
+	for _, st := range b.carrying {
+		if slices.ContainsFunc(s.graph.Order, func(m *manifest.Stage) bool { return m.FullName() == st.FullName() }) {
+			b.retired[st.FullName()] = "a backfill runs under this name: left alone"
+		}
+	}
 	for name, view := range rebuilt {
-		if !onManifestPath[name] {
+		if _, taken := b.retired[name]; !taken && !onManifestPath[name] {
 			b.retired[name] = "serves only view " + view + ", which a backfill rebuilt and its copy of the path carries: left alone (change it with foldline backfill)"
 		}
 	}

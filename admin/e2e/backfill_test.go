@@ -120,6 +120,18 @@ func TestBackfillNewView(t *testing.T) {
 		t.Fatalf("backfill result %+v, want switched to product_sales_v1 without a comparison", res)
 	}
 	s.waitForFold(t, 2*time.Minute)
+
+	// Deploying the full manifests now must neither rewire the backfill's
+	// sink (it has the name deploy gives it) nor add a second path.
+	deployOpts := s.opts
+	deployOpts.Dir = full
+	plan, err := deploy.MakePlan(t.Context(), deployOpts)
+	if err != nil {
+		t.Fatalf("planning after the switch: %v", err)
+	}
+	if pending := plan.Pending(); len(pending) > 0 {
+		t.Errorf("deploy after the backfill of a new view would change %+v", pending)
+	}
 }
 
 // TestBackfillIdenticalReplay replays user_activity with its unchanged
