@@ -160,8 +160,8 @@ func open(ctx context.Context, opts Options) (*env, error) {
 }
 
 // Start deploys a backfill of opts.View and returns its record without
-// waiting for it to catch up (Watch does). A view already backfilling is
-// refused with ErrAlreadyRunning.
+// waiting for it to catch up (Run with watch set takes it over). A view
+// already backfilling is refused with ErrAlreadyRunning.
 func Start(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 	opts.defaults()
 	e, err := open(ctx, opts)
