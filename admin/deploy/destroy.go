@@ -37,11 +37,8 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 	}
 	defer s.Close()
 	t := s.set.Tenant
-	if _, err := s.pulsar.Admin.Tenants().GetWithContext(ctx, t.Name); err != nil {
-		if pulsarx.IsNotFound(err) {
-			return nil, pulsarx.UnknownTenant(t.Name)
-		}
-		return nil, fmt.Errorf("reading tenant %s: %w", t.Name, err)
+	if err := s.pulsar.RequireTenant(ctx, t.Name); err != nil {
+		return nil, err
 	}
 	b, err := readBackfilled(ctx, s)
 	if err != nil {

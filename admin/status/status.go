@@ -171,11 +171,8 @@ func Get(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pulsar.Admin.Tenants().GetWithContext(ctx, set.Tenant.Name); err != nil {
-		if pulsarx.IsNotFound(err) {
-			return nil, pulsarx.UnknownTenant(set.Tenant.Name)
-		}
-		return nil, fmt.Errorf("reading tenant %s: %w", set.Tenant.Name, err)
+	if err := pulsar.RequireTenant(ctx, set.Tenant.Name); err != nil {
+		return nil, err
 	}
 	cql, err := cqlx.Connect(opts.Services)
 	if err != nil {

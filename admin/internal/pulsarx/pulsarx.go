@@ -47,6 +47,17 @@ func Connect(s services.Services) (*Clients, error) {
 	return &Clients{Admin: v2, Functions: v3.Functions()}, nil
 }
 
+// RequireTenant returns UnknownTenant's error when tenant does not exist.
+func (c *Clients) RequireTenant(ctx context.Context, tenant string) error {
+	if _, err := c.Admin.Tenants().GetWithContext(ctx, tenant); err != nil {
+		if IsNotFound(err) {
+			return UnknownTenant(tenant)
+		}
+		return fmt.Errorf("reading tenant %s: %w", tenant, err)
+	}
+	return nil
+}
+
 // Timeout bounds one admin request so that a hung broker fails a command
 // instead of freezing it.
 const Timeout = 2 * time.Minute
