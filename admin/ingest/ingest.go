@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -34,6 +35,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/progress"
 	"github.com/foldline/foldline/internal/services"
 )
@@ -182,8 +184,8 @@ func PrepareLedger(ctx context.Context, svc services.Services, tenant, ledgerTop
 		return fmt.Errorf("listing topics of %s: %w", ns, err)
 	}
 	if !slices.Contains(plain, topic.String()) && !slices.Contains(partitioned, topic.String()) {
-		if err := admin.Topics().CreateWithContext(ctx, *topic, 0); err != nil {
-			return fmt.Errorf("creating ledger topic %s: %w", topic, err)
+		if err := createTopic(ctx, admin, topic); err != nil {
+			return err
 		}
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -201,6 +203,28 @@ func PrepareLedger(ctx context.Context, svc services.Services, tenant, ledgerTop
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for deduplication on %s: %w", topic, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// createTopic creates a non-partitioned topic, retrying for a while when the
+// broker has not yet taken ownership of a new namespace's bundle (412) or is
+// busy (503).
+func createTopic(ctx context.Context, admin pulsaradmin.Client, topic *utils.TopicName) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := admin.Topics().CreateWithContext(ctx, *topic, 0)
+		code := pulsarx.StatusCode(err)
+		if err == nil || code == http.StatusConflict {
+			return nil
+		}
+		if (code != http.StatusPreconditionFailed && code != http.StatusServiceUnavailable) || time.Now().After(deadline) {
+			return fmt.Errorf("creating ledger topic %s: %w", topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("creating ledger topic %s: %w", topic, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }

@@ -146,6 +146,7 @@ func (c *cluster) offload(ctx context.Context, topic *utils.TopicName) (OffloadR
 		poll = 500 * time.Millisecond
 	}
 	deadline := time.Now().Add(wait)
+	var settle time.Time // when the broker first said SUCCESS
 	for {
 		now, err := c.topicStatus(ctx, topic)
 		if err != nil {
@@ -157,7 +158,15 @@ func (c *cluster) offload(ctx context.Context, topic *utils.TopicName) (OffloadR
 		}
 		switch utils.Status(now.OffloadStatus) {
 		case utils.SUCCESS:
-			return res, nil
+			// The broker reports SUCCESS a moment before the topic's stats
+			// mark the last segment offloaded: give the stats a few seconds
+			// to agree before reporting what moved.
+			if settle.IsZero() {
+				settle = time.Now()
+			}
+			if res.Offloaded.Segments >= before.Offloadable.Segments || time.Since(settle) > 10*time.Second {
+				return res, nil
+			}
 		case utils.ERROR:
 			return res, &OffloadError{Topic: topic.String(), Reason: now.LastError, Setting: now.Setting}
 		}
