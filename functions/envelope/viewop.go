@@ -59,8 +59,8 @@ type ColumnOp struct {
 type ViewOp struct {
 	View string `json:"view"`
 	// Key holds the values of the view's key columns, by column name.
-	Key map[string]json.RawMessage `json:"key"`
-	Kind OpKind `json:"op"`
+	Key  map[string]json.RawMessage `json:"key"`
+	Kind OpKind                     `json:"op"`
 	// EventTime is the causing event's time; MergeLatest compares it.
 	EventTime time.Time  `json:"time"`
 	Columns   []ColumnOp `json:"columns,omitempty"`
