@@ -48,10 +48,18 @@ type Applier struct {
 	cache    *rowCache
 
 	selectCQL, appendCQL, replaceCQL string
+	// prefetchCQL reads many rows by key with IN; "" when the view's key
+	// does not allow it (see prefetchable).
+	prefetchCQL string
 
 	// startMu keeps the rows of one batch queued before the next batch's.
 	startMu sync.Mutex
 	workers []chan rowJob
+	// queued counts, per row, the started groups its worker has not
+	// finished: a row with none has no write of ours in flight, so what
+	// Cassandra holds for it is current and may be read ahead.
+	queuedMu sync.Mutex
+	queued   map[string]int
 }
 
 // rowJob is one row of a started batch, waiting for its worker.
@@ -95,8 +103,9 @@ func NewApplier(session *gocql.Session, schema ViewSchema, settings Settings) (*
 	if err != nil {
 		return nil, err
 	}
-	a := &Applier{view: view, session: session, settings: settings, cache: newRowCache(settings.cacheRows())}
+	a := &Applier{view: view, session: session, settings: settings, cache: newRowCache(settings.cacheRows()), queued: map[string]int{}}
 	a.selectCQL, a.appendCQL, a.replaceCQL = statements(schema)
+	a.prefetchCQL = prefetchStatement(schema)
 	for range settings.Concurrency {
 		jobs := make(chan rowJob, settings.BatchSize)
 		a.workers = append(a.workers, jobs)
@@ -119,6 +128,11 @@ func (a *Applier) Close() {
 func (a *Applier) work(jobs <-chan rowJob) {
 	for job := range jobs {
 		job.batch.add(a.applyRow(job.ctx, job.group, job.batch.res.Errs))
+		a.queuedMu.Lock()
+		if a.queued[job.group.rowKey]--; a.queued[job.group.rowKey] <= 0 {
+			delete(a.queued, job.group.rowKey)
+		}
+		a.queuedMu.Unlock()
 		job.batch.wg.Done()
 	}
 }
@@ -171,6 +185,12 @@ func (a *Applier) Start(ctx context.Context, ops []Op) *Pending {
 	p.wg.Add(len(groups))
 	a.startMu.Lock()
 	defer a.startMu.Unlock()
+	a.prefetch(ctx, groups)
+	a.queuedMu.Lock()
+	for _, g := range groups {
+		a.queued[g.rowKey]++
+	}
+	a.queuedMu.Unlock()
 	for _, g := range groups {
 		h := fnv.New32a()
 		h.Write([]byte(g.rowKey))
@@ -271,6 +291,10 @@ func (a *Applier) loadRow(ctx context.Context, g *rowGroup) (*rowState, error) {
 	if r, ok := a.cache.get(g.rowKey); ok {
 		return r, nil
 	}
+	if g.before != nil {
+		a.cache.put(g.rowKey, g.before)
+		return g.before.clone(), nil
+	}
 	var state *rowState
 	err := a.retry(ctx, "reading a row of "+a.view.schema.Table, func() error {
 		s, err := a.readRow(ctx, g.key)
@@ -285,32 +309,44 @@ func (a *Applier) loadRow(ctx context.Context, g *rowGroup) (*rowState, error) {
 }
 
 func (a *Applier) readRow(ctx context.Context, key []any) (*rowState, error) {
-	n := len(a.view.colTypes)
-	dests := make([]any, 0, n+3)
+	dests := a.rowDests()
+	err := a.session.Query(a.selectCQL, a.bindKey(key)...).WithContext(ctx).
+		Consistency(a.settings.consistency()).Idempotent(true).Scan(dests...)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return newRowState(len(a.view.colTypes)), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return a.scanned(dests)
+}
+
+// rowDests are the scan destinations of a row read: the value columns, then
+// the deleted flag, the latest-at map and the applied map.
+func (a *Applier) rowDests() []any {
+	dests := make([]any, 0, len(a.view.colTypes)+3)
 	for _, t := range a.view.colTypes {
 		dests = append(dests, t.scanDest())
 	}
 	var deleted *bool
 	var latest map[string]int64
 	var applied map[string]string
-	dests = append(dests, &deleted, &latest, &applied)
+	return append(dests, &deleted, &latest, &applied)
+}
+
+// scanned turns filled rowDests into a row state.
+func (a *Applier) scanned(dests []any) (*rowState, error) {
+	n := len(a.view.colTypes)
 	state := newRowState(n)
-	err := a.session.Query(a.selectCQL, a.bindKey(key)...).WithContext(ctx).
-		Consistency(a.settings.consistency()).Idempotent(true).Scan(dests...)
-	if errors.Is(err, gocql.ErrNotFound) {
-		return state, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	for i, t := range a.view.colTypes {
 		state.values[i] = t.fromScan(dests[i])
 	}
+	deleted := *(dests[n].(**bool))
 	state.deleted = deleted != nil && *deleted
-	for c, nanos := range latest {
+	for c, nanos := range *(dests[n+1].(*map[string]int64)) {
 		state.latestAt[c] = time.Unix(0, nanos).UTC()
 	}
-	for topic, text := range applied {
+	for topic, text := range *(dests[n+2].(*map[string]string)) {
 		pos, err := envelope.ParsePosition(text)
 		if err != nil {
 			return nil, fmt.Errorf("%w: reading %s of a row: %w", ErrRejected, ColumnApplied, err)
@@ -435,6 +471,14 @@ type cacheEntry struct {
 
 func newRowCache(capacity int) *rowCache {
 	return &rowCache{capacity: capacity, order: list.New(), byKey: map[string]*list.Element{}}
+}
+
+// has reports whether rowKey is cached.
+func (c *rowCache) has(rowKey string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.byKey[rowKey]
+	return ok
 }
 
 // get returns a copy of the cached state.

@@ -250,6 +250,9 @@ type rowGroup struct {
 	key    []any
 	rowKey string
 	ops    []boundOp
+	// before is the row as Cassandra held it when its batch started, when
+	// the applier read it ahead (prefetch); nil otherwise.
+	before *rowState
 }
 
 // coalesce groups operations by row, keeping the rows in order of first

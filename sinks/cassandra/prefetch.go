@@ -1,0 +1,108 @@
+package cassandra
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// prefetchChunk is how many rows one read ahead asks for.
+const prefetchChunk = 100
+
+// exactKeyTypes are the key types whose values come back from Cassandra
+// exactly as operations carry them, so that a row read ahead is matched to
+// its operations by key. (A timestamp, say, comes back at millisecond
+// precision: such views are not read ahead, rather than risk taking an
+// existing row for a missing one.)
+var exactKeyTypes = map[string]bool{"text": true, "ascii": true, "bigint": true, "int": true, "smallint": true, "tinyint": true, "uuid": true}
+
+// prefetchStatement is the read of many rows by key (IN) for a view whose
+// key is one column of an exact type, and "" for other views.
+func prefetchStatement(s ViewSchema) string {
+	if len(s.Key) != 1 {
+		return ""
+	}
+	t, ok := lookupType(s.Key[0].Type)
+	if !ok || !exactKeyTypes[t.name] {
+		return ""
+	}
+	var cols []string
+	for _, c := range s.Columns {
+		cols = append(cols, quote(c.Name))
+	}
+	return fmt.Sprintf("SELECT %s, %s, %s, %s, %s FROM %s WHERE %s IN ?",
+		quote(s.Key[0].Name), strings.Join(cols, ", "), ColumnDeleted, ColumnLatestAt, ColumnApplied,
+		s.qualifiedTable(), quote(s.Key[0].Name))
+}
+
+// prefetch reads ahead the rows of a batch that are neither cached nor
+// queued, a chunk of rows per query, so that a worker writes them without a
+// read of its own: for rows it has not seen, the sink needs one round trip
+// per row instead of two. Only rows with no write of this applier queued or
+// in flight are read (Start holds startMu, so no other batch queues rows
+// meanwhile), so what Cassandra returns is their current state. A read that
+// fails leaves its rows to their workers, which read them one by one.
+func (a *Applier) prefetch(ctx context.Context, groups []*rowGroup) {
+	if a.prefetchCQL == "" {
+		return
+	}
+	var want []*rowGroup
+	a.queuedMu.Lock()
+	for _, g := range groups {
+		if a.queued[g.rowKey] == 0 && !a.cache.has(g.rowKey) {
+			want = append(want, g)
+		}
+	}
+	a.queuedMu.Unlock()
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, max(a.settings.Concurrency, 1))
+	for i := 0; i < len(want); i += prefetchChunk {
+		chunk := want[i:min(i+prefetchChunk, len(want))]
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			a.prefetchRows(ctx, chunk)
+		}()
+	}
+	wg.Wait()
+}
+
+// prefetchRows reads chunk's rows in one query and sets each group's
+// before: the row's state, or an empty row when Cassandra has none.
+func (a *Applier) prefetchRows(ctx context.Context, chunk []*rowGroup) {
+	keyType := a.view.keyTypes[0]
+	keys := make([]any, len(chunk))
+	for i, g := range chunk {
+		keys[i] = keyType.bind(g.key[0])
+	}
+	iter := a.session.Query(a.prefetchCQL, keys).WithContext(ctx).
+		Consistency(a.settings.consistency()).Idempotent(true).Iter()
+	found := make(map[string]*rowState, len(chunk))
+	for {
+		keyDest := keyType.scanDest()
+		dests := append([]any{keyDest}, a.rowDests()...)
+		if !iter.Scan(dests...) {
+			break
+		}
+		state, err := a.scanned(dests[1:])
+		if err != nil {
+			_ = iter.Close()
+			return
+		}
+		// The same row key that binding an operation computes.
+		found[strconv.Quote(fmt.Sprint(keyType.fromScan(keyDest)))+","] = state
+	}
+	if err := iter.Close(); err != nil {
+		return
+	}
+	for _, g := range chunk {
+		if state, ok := found[g.rowKey]; ok {
+			g.before = state
+		} else {
+			g.before = newRowState(len(a.view.colTypes))
+		}
+	}
+}
