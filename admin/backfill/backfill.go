@@ -130,12 +130,8 @@ type env struct {
 func (e *env) Close() { e.cql.Close() }
 
 func open(ctx context.Context, opts Options) (*env, error) {
-	set, err := opts.Target.Load(opts.Dir)
+	set, graph, err := opts.Target.LoadGraph(opts.Dir)
 	if err != nil {
-		return nil, err
-	}
-	graph, problems := set.Graph()
-	if err := problems.Err(); err != nil {
 		return nil, err
 	}
 	view, err := set.ViewByName(opts.View)

@@ -38,7 +38,7 @@ tell whether they changed, and changes nothing.`,
 				return err
 			}
 			if asJSON {
-				return writeJSON(opts.Out, plan)
+				return target.WriteJSON(opts.Out, plan)
 			}
 			plan.Write(opts.Out, opts.Verbose)
 			return nil
@@ -71,7 +71,7 @@ Re-running it with nothing changed changes nothing. Progress goes to stderr.`,
 			res, err := Deploy(cmd.Context(), opts)
 			if res != nil {
 				if asJSON {
-					if jsonErr := writeJSON(opts.Out, res); jsonErr != nil && err == nil {
+					if jsonErr := target.WriteJSON(opts.Out, res); jsonErr != nil && err == nil {
 						err = jsonErr
 					}
 				} else if len(res.Applied) == 0 && err == nil {
@@ -112,7 +112,7 @@ namespaces, tenant, keyspace): meant for throwaway tenants.`,
 				if removed == nil {
 					removed = []string{}
 				}
-				if jsonErr := writeJSON(opts.Out, removed); jsonErr != nil && err == nil {
+				if jsonErr := target.WriteJSON(opts.Out, removed); jsonErr != nil && err == nil {
 					err = jsonErr
 				}
 			} else if err == nil {

@@ -13,8 +13,6 @@ package deploy
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"time"
 
@@ -68,12 +66,8 @@ func (s *session) Close() {
 }
 
 func open(opts Options) (*session, error) {
-	set, err := opts.Target.Load(opts.Dir)
+	set, graph, err := opts.Target.LoadGraph(opts.Dir)
 	if err != nil {
-		return nil, err
-	}
-	graph, problems := set.Graph()
-	if err := problems.Err(); err != nil {
 		return nil, err
 	}
 	pulsar, err := pulsarx.Connect(opts.Services)
@@ -152,13 +146,4 @@ func Deploy(ctx context.Context, opts Options) (*Result, error) {
 		return res, waitRunning(ctx, s.pulsar, plan, opts.Wait, opts.ErrOut)
 	}
 	return res, nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("writing JSON: %w", err)
-	}
-	return nil
 }

@@ -1,10 +1,11 @@
 package ingest
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/foldline/foldline/admin/internal/target"
 )
 
 // NewCommand builds `foldline ingest`.
@@ -38,10 +39,8 @@ a re-run.`,
 			opts.Progress = cmd.ErrOrStderr()
 			results, err := Run(cmd.Context(), opts)
 			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if jerr := enc.Encode(results); jerr != nil {
-					return fmt.Errorf("writing JSON: %w", jerr)
+				if jerr := target.WriteJSON(cmd.OutOrStdout(), results); jerr != nil {
+					return jerr
 				}
 				return err
 			}

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -50,7 +49,7 @@ events as the producer sent it.`,
 				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), report)
+				return target.WriteJSON(cmd.OutOrStdout(), report)
 			}
 			report.Write(cmd.OutOrStdout())
 			return nil
@@ -81,7 +80,7 @@ BookKeeper copies are deleted after the namespace's deletion lag.`,
 			}
 			results, err := Offload(cmd.Context(), opts)
 			if asJSON {
-				if werr := writeJSON(opts.Out, results); werr != nil && err == nil {
+				if werr := target.WriteJSON(opts.Out, results); werr != nil && err == nil {
 					err = werr
 				}
 			} else {
@@ -93,12 +92,6 @@ BookKeeper copies are deleted after the namespace's deletion lag.`,
 	opts.Target.Register(cmd.Flags())
 	cmd.Flags().DurationVar(&opts.Wait, "wait", 10*time.Minute, "how long to wait for each topic's offload")
 	return cmd
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // Write prints the report as a table, one line per topic.

@@ -6,7 +6,6 @@ package lint
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/manifest"
 )
 
@@ -84,10 +84,8 @@ func Run(ctx context.Context, opts Options) error {
 		if problems == nil {
 			problems = manifest.Problems{}
 		}
-		enc := json.NewEncoder(opts.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(problems); err != nil {
-			return fmt.Errorf("writing problems: %w", err)
+		if err := target.WriteJSON(opts.Out, problems); err != nil {
+			return err
 		}
 	} else {
 		for _, p := range problems {

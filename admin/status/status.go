@@ -138,9 +138,7 @@ freshness (the newest event applied, and when its sink last applied anything).`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(opts.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(report)
+				return target.WriteJSON(opts.Out, report)
 			}
 			report.Write(opts.Out, opts.now())
 			return nil
@@ -159,12 +157,8 @@ func (o Options) now() time.Time {
 
 // Get gathers the report. An unknown tenant is an exitcode.ErrNotFound error.
 func Get(ctx context.Context, opts Options) (*Report, error) {
-	set, err := opts.Target.Load(opts.Dir)
+	set, graph, err := opts.Target.LoadGraph(opts.Dir)
 	if err != nil {
-		return nil, err
-	}
-	graph, problems := set.Graph()
-	if err := problems.Err(); err != nil {
 		return nil, err
 	}
 	pulsar, err := pulsarx.Connect(opts.Services)

@@ -86,9 +86,7 @@ active one), rows and versions.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(opts.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
+				return target.WriteJSON(opts.Out, list)
 			}
 			tw := tabwriter.NewWriter(opts.Out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "VIEW\tKEYSPACE\tTABLE\tROWS\tVERSIONS")

@@ -5,7 +5,9 @@
 package target
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/spf13/pflag"
 
@@ -68,3 +70,26 @@ func (f *Flags) Load(dir string) (*manifest.Set, error) {
 // Services returns the service addresses (FOLDLINE_* environment variables
 // or the local stack's defaults).
 func Services() services.Services { return services.FromEnv() }
+
+// LoadGraph is Load plus the manifests' DAG, for the commands that walk it.
+func (f *Flags) LoadGraph(dir string) (*manifest.Set, *manifest.Graph, error) {
+	set, err := f.Load(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	graph, problems := set.Graph()
+	if err := problems.Err(); err != nil {
+		return nil, nil, err
+	}
+	return set, graph, nil
+}
+
+// WriteJSON is the output of every command's -o json: v, indented.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	return nil
+}
