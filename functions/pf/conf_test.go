@@ -9,15 +9,15 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-
-	"github.com/foldline/foldline/internal/testenv"
 )
 
+// fixtureConf is the exact -instance-conf a Pulsar 4.0.8 worker passed to a
+// Go function binary (captured on this machine kind).
 func fixtureConf(t *testing.T) []byte {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "..", "shared", "fixtures", "instance-conf-pulsar-4.0.8.json"))
+	raw, err := os.ReadFile(filepath.Join("testdata", "instance-conf-pulsar-4.0.8.json"))
 	if err != nil {
-		t.Skipf("fixture of a real instance config not found: %v", err)
+		t.Fatalf("reading the fixture of a real instance config: %v", err)
 	}
 	return raw
 }
