@@ -115,6 +115,17 @@ func (c *FunctionContext) Defer() (complete func(error)) {
 	return c.deferral.complete
 }
 
+// Pending returns how many input messages have been received and are
+// waiting for the handler. A handler that batches (see Defer) can keep its
+// batch open while more input is already here, instead of flushing a batch
+// of one whenever it is called faster than it is fed.
+func (c *FunctionContext) Pending() int {
+	if c.inst.pending == nil {
+		return 0
+	}
+	return c.inst.pending()
+}
+
 // Ack acknowledges the current input message. Only functions with processing
 // guarantee MANUAL (or auto-ack off) need it; the runtime acknowledges
 // everything else itself. Dead-lettered messages are always acknowledged by

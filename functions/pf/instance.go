@@ -97,6 +97,8 @@ type instance struct {
 	controlAddr, metricsAddr string
 	// inFlight counts inputs whose outputs are not yet all confirmed.
 	inFlight sync.WaitGroup
+	// pending counts the inputs received and not yet handed to the handler.
+	pending func() int
 }
 
 func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
@@ -336,6 +338,7 @@ func (inst *instance) run(ctx context.Context) error {
 		queue = c.Inputs[0].ReceiverQueueSize
 	}
 	messages := make(chan pulsar.ConsumerMessage, queue)
+	inst.pending = func() int { return len(messages) }
 	var consumers []pulsar.Consumer
 	defer func() {
 		for _, cons := range consumers {
