@@ -22,11 +22,13 @@ type BatchStarter interface {
 //
 // Up to Pipeline batches are in flight at once. A new batch starts filling
 // when one of them is done, and is started when it holds BatchSize
-// operations, when every caller waiting in Submit outside the batches in
-// flight is in it (no one else can add to it, so waiting longer only adds
-// latency; this also makes a runtime that calls the handler one message at a
-// time flush at once), or when Linger has passed since its first operation.
-// Memory holds at most Pipeline+1 batches.
+// operations, when Linger has passed since its first operation, or when no
+// more operations are coming: every caller waiting in Submit outside the
+// batches in flight is in it and the submitter announced no more input
+// (Upcoming). Waiting longer then only adds latency, so a quiet stream is
+// written at once; under a backlog the runtime already holds the next
+// messages, and the batch waits for them, so operations on one row coalesce
+// into one write. Memory holds at most Pipeline+1 batches.
 type Batcher struct {
 	starter  BatchStarter
 	size     int
@@ -36,6 +38,9 @@ type Batcher struct {
 	// waiting counts operations submitted and not yet answered; inFlight
 	// those of them in started batches.
 	waiting, inFlight atomic.Int64
+	// upcoming is the number of operations the submitter has announced
+	// beyond those submitted (Upcoming).
+	upcoming atomic.Int64
 }
 
 type pending struct {
@@ -78,6 +83,14 @@ func (b *Batcher) SubmitAsync(ctx context.Context, op Op, done func(error)) erro
 		b.waiting.Add(-1)
 		return fmt.Errorf("queueing a view operation: %w", context.Cause(ctx))
 	}
+}
+
+// Upcoming announces that n more operations are already at hand and will be
+// submitted right away (a sink passes the runtime's count of received
+// messages waiting for the handler, pf's FunctionContext.Pending). While it
+// is above zero a batch keeps filling, up to BatchSize or Linger.
+func (b *Batcher) Upcoming(n int) {
+	b.upcoming.Store(int64(n))
 }
 
 // Run gathers and starts batches until ctx ends, answering callers as their
@@ -130,7 +143,7 @@ func (b *Batcher) fill(ctx context.Context, batch []pending) []pending {
 			continue
 		default:
 		}
-		if int64(len(batch)) >= b.waiting.Load()-b.inFlight.Load() {
+		if b.upcoming.Load() <= 0 && int64(len(batch)) >= b.waiting.Load()-b.inFlight.Load() {
 			return batch
 		}
 		select {

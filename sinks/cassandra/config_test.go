@@ -118,7 +118,7 @@ func TestParseConfig(t *testing.T) {
 		wantErr []string
 	}{
 		{name: "defaults", conf: with(nil), check: func(t *testing.T, c Config) {
-			if c.Settings.BatchSize != 1000 || c.Settings.Linger != 5*time.Millisecond || c.Settings.RowCache != 100000 ||
+			if c.Settings.BatchSize != 1000 || c.Settings.Linger != 50*time.Millisecond || c.Settings.RowCache != 100000 ||
 				c.Settings.Consistency != "LOCAL_QUORUM" || c.Settings.Replication["class"] != "SimpleStrategy" {
 				t.Errorf("settings = %+v, want the defaults", c.Settings)
 			}
@@ -254,6 +254,32 @@ func TestBatcherFlushesALoneCallerWithoutLingering(t *testing.T) {
 	}
 	if !slices.Equal(rec.batches, []int{1, 1, 1}) {
 		t.Errorf("batches = %v, want three of one operation", rec.batches)
+	}
+}
+
+func TestBatcherWaitsForAnnouncedOperations(t *testing.T) {
+	rec := &recordingApply{}
+	b := runBatcher(t, rec, 1000, time.Hour)
+	// As the sink does with the runtime's pending count: each submitter
+	// announces how many more are at hand, so one batch takes all five even
+	// though each caller is alone in the batch when it submits.
+	var done sync.WaitGroup
+	for i := range 5 {
+		b.Upcoming(4 - i)
+		done.Add(1)
+		if err := b.SubmitAsync(t.Context(), upsert("u", "p0", int64(i)).col("views", envelope.MergeAdd, 1).op(), func(err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			done.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // slower than the batcher, as a runtime is
+	}
+	done.Wait()
+	if !slices.Equal(rec.batches, []int{5}) {
+		t.Errorf("batches = %v, want one of five operations", rec.batches)
 	}
 }
 

@@ -27,8 +27,9 @@ type Settings struct {
 	// BatchSize is the most operations applied together; operations on one
 	// row within a batch become one write. Default 1000.
 	BatchSize int
-	// Linger is how long a batch waits to fill once it holds an operation.
-	// Default 5ms.
+	// Linger is how long a batch waits to fill once it holds an operation,
+	// while more input is at hand (a backlog); with nothing more at hand a
+	// batch is written at once. Default 50ms.
 	Linger time.Duration
 	// Concurrency is the number of rows read and written at the same time.
 	// Default 32.
@@ -69,7 +70,7 @@ func (s Settings) Defaults() Settings {
 		s.BatchSize = 1000
 	}
 	if s.Linger == 0 {
-		s.Linger = 5 * time.Millisecond
+		s.Linger = 50 * time.Millisecond
 	}
 	if s.Concurrency == 0 {
 		s.Concurrency = 32

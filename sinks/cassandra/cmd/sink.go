@@ -57,6 +57,7 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 		return fmt.Errorf("waiting for the sink to connect to Cassandra: %w", context.Cause(ctx))
 	}
 	complete := fc.Defer()
+	s.batcher.Upcoming(fc.Pending())
 	return s.batcher.SubmitAsync(ctx, cassandra.Op{View: op, Origin: origin}, func(err error) {
 		if errors.Is(err, cassandra.ErrRejected) {
 			err = pf.Permanent(err)
