@@ -138,3 +138,23 @@ func TestStallWatchFlagsAStageWithoutProgress(t *testing.T) {
 		})
 	}
 }
+
+func TestFailureFloodNeedsMoreFailuresThanSuccesses(t *testing.T) {
+	for _, c := range []struct {
+		processed, failed int64
+		flood             bool
+	}{
+		{processed: 99_000, failed: 1_000},        // malformed events: expected
+		{processed: 0, failed: 99},                // too few to judge
+		{processed: 50, failed: 400, flood: true}, // most inputs fail
+		{processed: 400, failed: 400},
+	} {
+		msg := failureFlood(c.processed, c.failed, "decoding event: bad json", "persistent://t/p/dlq")
+		if (msg != "") != c.flood {
+			t.Errorf("failureFlood(%d processed, %d failed) = %q, want a flood: %v", c.processed, c.failed, msg, c.flood)
+		}
+		if c.flood && (!strings.Contains(msg, "persistent://t/p/dlq") || !strings.Contains(msg, "bad json")) {
+			t.Errorf("failureFlood message %q does not name the dead-letter topic and the latest error", msg)
+		}
+	}
+}

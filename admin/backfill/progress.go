@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
 	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/progress"
@@ -57,6 +59,31 @@ type Snapshot struct {
 	// CaughtUp: every stage has got through the ledger as it was at the
 	// start and its backlog is at most the threshold.
 	CaughtUp bool `json:"caughtUp"`
+}
+
+// floodMinFailures is how many handler failures a stage must have before
+// failureFlood calls their share a flood.
+const floodMinFailures = 100
+
+// failureFlood describes a stage whose handler fails more often than it
+// succeeds (a changed transformation rejecting what the ledger holds, a
+// dependency down): its inputs pour into the dead-letter topic, or wait in
+// retries, while the progress figures still move. Some bad events are
+// expected and are no problem; "" when there is none. Counts are the
+// instances' since they started: a failure is one handler call, so a
+// message retried three times before its dead letter counts four.
+func failureFlood(processed, failed int64, latest, deadLetterTopic string) string {
+	if failed < floodMinFailures || failed <= processed {
+		return ""
+	}
+	msg := fmt.Sprintf("the handler failed %d times and succeeded %d times", failed, processed)
+	if deadLetterTopic != "" {
+		msg += "; failed inputs go to " + deadLetterTopic
+	}
+	if latest != "" {
+		msg += "; latest error: " + latest
+	}
+	return msg
 }
 
 // snapshot measures r's stages, upstream first. Reading the upstream
@@ -112,13 +139,24 @@ func snapshot(ctx context.Context, pulsar *pulsarx.Clients, r *backfillrecord.Re
 			s.CaughtUp = false
 		default:
 			p.Instances = status.NumInstances
+			var failed int64
+			var latest utils.ExceptionInformation
 			for _, inst := range status.Instances {
 				p.Processed += inst.Status.NumSuccessfullyProcessed
+				failed += inst.Status.NumUserExceptions
+				for _, e := range inst.Status.LatestUserExceptions {
+					if e.TimestampMs >= latest.TimestampMs {
+						latest = e
+					}
+				}
 				if inst.Status.Running {
 					p.Running++
 				} else {
 					problems = append(problems, fmt.Sprintf("instance %d not running: %s", inst.InstanceID, orUnknown(inst.Status.Err)))
 				}
+			}
+			if msg := failureFlood(p.Processed, failed, latest.ExceptionString, ref.DeadLetterTopic); msg != "" {
+				problems = append(problems, msg)
 			}
 		}
 		if ref.DeadLetterTopic != "" {
