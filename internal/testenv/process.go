@@ -49,3 +49,46 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// ServicePID returns the pid of a service that scripts/stack started
+// (service is "pulsar", "cassandra" or "s3"), from its pid file in the
+// checkout's .stack folder.
+func ServicePID(t testing.TB, service string) int {
+	t.Helper()
+	file := filepath.Join(RepoRoot(), ".stack", service, service+".pid")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("reading the pid of %s (started by scripts/stack up?): %v", service, err)
+	}
+	var pid int
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &pid); err != nil {
+		t.Fatalf("reading the pid of %s from %s: %v", service, file, err)
+	}
+	return pid
+}
+
+// clockTicks is the unit of the times in /proc/<pid>/stat (USER_HZ, 100 on
+// every Linux this runs on).
+const clockTicks = 100
+
+// CPUTime returns the CPU time (user and system) that process pid has used
+// so far, 0 when it is gone.
+func CPUTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; fields count from ")".
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	var utime, stime int64
+	fmt.Sscanf(fields[11], "%d", &utime)
+	fmt.Sscanf(fields[12], "%d", &stime)
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
