@@ -6,6 +6,10 @@
 // The origin position travels in message properties so that it survives any
 // payload format; the runtime copies it from input to output unless a handler
 // sets it explicitly.
+//
+// A view operation travels as JSON. DecodeViewOp and ViewOp.AppendJSON read
+// and write it by hand, without reflection, yet exactly as encoding/json
+// would; they hand encoding/json the inputs they do not handle themselves.
 package envelope
 
 import (

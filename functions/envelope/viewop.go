@@ -100,11 +100,17 @@ func (op ViewOp) Validate() error {
 	return nil
 }
 
-// DecodeViewOp parses and validates a view-operation payload.
+// DecodeViewOp parses and validates a view-operation payload. It reads the
+// payload exactly as encoding/json would into a ViewOp (same accepted inputs,
+// same result, same error text), by a hand-written reader for the usual
+// payloads and encoding/json itself for the rest.
 func DecodeViewOp(payload []byte) (ViewOp, error) {
-	var op ViewOp
-	if err := json.Unmarshal(payload, &op); err != nil {
-		return ViewOp{}, fmt.Errorf("decoding view operation: %w", err)
+	op, ok := decodeViewOp(payload)
+	if !ok {
+		op = ViewOp{}
+		if err := json.Unmarshal(payload, &op); err != nil {
+			return ViewOp{}, fmt.Errorf("decoding view operation: %w", err)
+		}
 	}
 	if err := op.Validate(); err != nil {
 		return ViewOp{}, err

@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/envelope/jsonwire"
 )
 
 // Output is one thing a transformation emits: a record for the next topic
@@ -27,9 +29,23 @@ type Output struct {
 	err error
 }
 
-// Emit returns a record for the output topic with v encoded as JSON. An
-// empty key keeps the input's key.
+// JSONAppender is implemented by record types that encode themselves
+// without reflection, such as the shop's events. AppendJSON must append
+// exactly what json.Marshal writes for the value.
+type JSONAppender interface {
+	AppendJSON(b []byte) ([]byte, error)
+}
+
+// Emit returns a record for the output topic with v encoded as JSON (by its
+// AppendJSON method if it is a JSONAppender). An empty key keeps the input's
+// key.
 func Emit(key string, v any) Output {
+	if a, ok := v.(JSONAppender); ok {
+		if payload, err := a.AppendJSON(nil); err == nil {
+			return Output{key: key, payload: payload}
+		}
+		// json.Marshal fails too, and words the error as before.
+	}
 	payload, err := json.Marshal(v)
 	if err != nil {
 		return Output{err: fmt.Errorf("encoding record for key %q: %w", key, err)}
@@ -121,7 +137,7 @@ func (o Output) encode(in Message) (Record, error) {
 		if err := op.Validate(); err != nil {
 			return Record{}, err
 		}
-		payload, err := json.Marshal(op)
+		payload, err := op.AppendJSON(nil)
 		if err != nil {
 			return Record{}, fmt.Errorf("encoding view operation on %s: %w", op.View, err)
 		}
@@ -143,6 +159,9 @@ func (o Output) encode(in Message) (Record, error) {
 func rowMessageKey(key map[string]json.RawMessage) string {
 	if len(key) == 1 {
 		for _, raw := range key {
+			if s, ok := plainString(raw); ok {
+				return s
+			}
 			var s string
 			if json.Unmarshal(raw, &s) == nil {
 				return s
@@ -152,6 +171,20 @@ func rowMessageKey(key map[string]json.RawMessage) string {
 	}
 	b, _ := json.Marshal(key) // values came from json.Marshal, so they re-encode without error
 	return string(b)
+}
+
+// plainString returns the string that a JSON string without escapes holds.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	s := raw[1 : len(raw)-1]
+	for _, c := range s {
+		if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			return "", false
+		}
+	}
+	return string(s), true
 }
 
 // Number is what Add accepts.
@@ -199,7 +232,13 @@ func newColumn(column string, merge envelope.Merge, v any) Column {
 func encodeValue(v any) (json.RawMessage, error) {
 	switch x := v.(type) {
 	case time.Time:
-		return json.Marshal(x.UTC().Format(time.RFC3339Nano))
+		// RFC 3339 has nothing that JSON escapes.
+		b := append(make([]byte, 0, len(`""`)+len(time.RFC3339Nano)), '"')
+		return append(x.UTC().AppendFormat(b, time.RFC3339Nano), '"'), nil
+	case string:
+		return jsonwire.AppendString(make([]byte, 0, len(x)+2), x), nil
+	case bool:
+		return strconv.AppendBool(nil, x), nil
 	case int:
 		return strconv.AppendInt(nil, int64(x), 10), nil
 	case int64:

@@ -1,7 +1,9 @@
 // Package event defines the shop example's domain events once, for the four
 // shop transformations, the event generator and the tests: their Go type, the
 // strict parser that the validate stage applies to the ledger, and the
-// canonical JSON that every later stage reads.
+// canonical JSON that every later stage reads. Both directions are written by
+// hand (with encoding/json's rules, and encoding/json itself for malformed
+// input), since every stage runs them once per event.
 //
 // Parse rejects an event with a *FieldError whose text names the field
 // ("qty: must be >= 0", "type: unknown \"foo\""), so that the dead-letter
@@ -9,11 +11,16 @@
 package event
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
+
+	"github.com/foldline/foldline/functions/envelope/jsonwire"
 )
 
 // Type says what happened.
@@ -74,57 +81,61 @@ func (e *FieldError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true for every FieldError.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 
-// object is an event's fields before they are checked.
-type object map[string]json.RawMessage
-
 // Parse decodes and checks one event. Fields the event's type does not use
 // are ignored, so producers may add fields without breaking the pipeline; a
 // JSON null counts as missing.
 func Parse(data []byte) (Event, error) {
-	var obj object
-	if err := json.Unmarshal(data, &obj); err != nil {
-		return Event{}, &FieldError{Problem: "not a JSON object: " + err.Error()}
+	obj, ok := scanObject(data)
+	if !ok {
+		// Malformed, or a form the scan leaves alone (escaped member
+		// names): encoding/json reads it, and words the error.
+		var err error
+		if obj, err = decodeObject(data); err != nil {
+			return Event{}, err
+		}
 	}
-	if obj == nil {
-		return Event{}, &FieldError{Problem: "not a JSON object: null"}
-	}
+	return obj.event()
+}
+
+// event checks the fields and builds the event.
+func (o *fields) event() (Event, error) {
 	var e Event
 	var err error
-	if e.ID, err = obj.text("id"); err != nil {
+	if e.ID, err = o.text(fieldID); err != nil {
 		return Event{}, err
 	}
-	typ, err := obj.text("type")
+	typ, err := o.text(fieldType)
 	if err != nil {
 		return Event{}, err
 	}
 	e.Type = Type(typ)
-	if e.User, err = obj.text("user"); err != nil {
+	if e.User, err = o.text(fieldUser); err != nil {
 		return Event{}, err
 	}
-	if e.Time, err = obj.time("time"); err != nil {
+	if e.Time, err = o.time(fieldTime); err != nil {
 		return Event{}, err
 	}
 	switch e.Type {
 	case PageView:
-		e.URL, err = obj.text("url")
+		e.URL, err = o.text(fieldURL)
 	case AddToCart:
-		if e.SKU, err = obj.text("sku"); err == nil {
-			e.Qty, err = obj.integer("qty", MaxQty)
+		if e.SKU, err = o.text(fieldSKU); err == nil {
+			e.Qty, err = o.integer(fieldQty, MaxQty)
 		}
 	case Purchase:
-		if e.Order, err = obj.text("order"); err != nil {
+		if e.Order, err = o.text(fieldOrder); err != nil {
 			break
 		}
-		if e.SKU, err = obj.text("sku"); err != nil {
+		if e.SKU, err = o.text(fieldSKU); err != nil {
 			break
 		}
-		if e.Qty, err = obj.integer("qty", MaxQty); err != nil {
+		if e.Qty, err = o.integer(fieldQty, MaxQty); err != nil {
 			break
 		}
-		e.PriceCents, err = obj.integer("price_cents", MaxPriceCents)
+		e.PriceCents, err = o.integer(fieldPriceCents, MaxPriceCents)
 	case Refund:
-		if e.Order, err = obj.text("order"); err == nil {
-			e.AmountCents, err = obj.integer("amount_cents", MaxAmountCents)
+		if e.Order, err = o.text(fieldOrder); err == nil {
+			e.AmountCents, err = o.integer(fieldAmountCents, MaxAmountCents)
 		}
 	default:
 		err = &FieldError{Field: "type", Problem: "unknown " + strconv.Quote(typ)}
@@ -135,39 +146,139 @@ func Parse(data []byte) (Event, error) {
 	return e, nil
 }
 
-// raw returns a field's JSON, or a "missing" error when it is absent or null.
-func (o object) raw(field string) (json.RawMessage, error) {
-	v, ok := o[field]
-	if !ok || string(v) == "null" {
-		return nil, &FieldError{Field: field, Problem: "missing"}
+// object is the type encoding/json decodes an event into when the scan
+// leaves it alone; its name shows in the error text of a non-object.
+type object map[string]json.RawMessage
+
+// The members an event may have, as indexes into fields.raw.
+const (
+	fieldID = iota
+	fieldType
+	fieldUser
+	fieldTime
+	fieldURL
+	fieldSKU
+	fieldOrder
+	fieldQty
+	fieldPriceCents
+	fieldAmountCents
+	numFields
+)
+
+var fieldNames = [numFields]string{"id", "type", "user", "time", "url", "sku", "order", "qty", "price_cents", "amount_cents"}
+
+// fields is an event's members before they are checked: each one's JSON
+// value, nil when absent.
+type fields struct {
+	raw [numFields][]byte
+	// data is the scanned payload and copy a copy of it that plain strings
+	// are cut from; both are empty when encoding/json read the payload.
+	data []byte
+	copy string
+}
+
+// scanObject reads the members an event may have from a JSON object,
+// skipping the others (and keeping the last of duplicates, as
+// encoding/json does). ok is false when data is not a JSON object or not one
+// the scan reads; Parse then hands it to encoding/json.
+func scanObject(data []byte) (o fields, ok bool) {
+	r := jsonwire.NewReader(data)
+	if !r.Object() {
+		return o, false
+	}
+	for {
+		name, plain, more := r.NextKey()
+		if !more {
+			break
+		}
+		if !plain {
+			return o, false
+		}
+		if i := fieldIndex(name); i >= 0 {
+			o.raw[i] = r.Raw()
+		} else {
+			r.Skip()
+		}
+	}
+	if !r.Done() {
+		return o, false
+	}
+	o.data, o.copy = data, string(data)
+	return o, true
+}
+
+// fieldIndex returns the index of the member with the name, -1 for one that
+// events do not have.
+func fieldIndex(name []byte) int {
+	for i, n := range fieldNames {
+		if string(name) == n {
+			return i
+		}
+	}
+	return -1
+}
+
+// decodeObject reads an event's members with encoding/json.
+func decodeObject(data []byte) (fields, error) {
+	var m object
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fields{}, &FieldError{Problem: "not a JSON object: " + err.Error()}
+	}
+	if m == nil {
+		return fields{}, &FieldError{Problem: "not a JSON object: null"}
+	}
+	var o fields
+	for i, name := range fieldNames {
+		o.raw[i] = m[name]
+	}
+	return o, nil
+}
+
+// value returns a member's JSON, or a "missing" error when it is absent or
+// null.
+func (o *fields) value(i int) ([]byte, error) {
+	v := o.raw[i]
+	if v == nil || string(v) == "null" {
+		return nil, &FieldError{Field: fieldNames[i], Problem: "missing"}
 	}
 	return v, nil
 }
 
+// str decodes a member's JSON string; ok is false when it is not a string.
+func (o *fields) str(v []byte) (string, bool) {
+	if o.copy != "" && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+		off := cap(o.data) - cap(v) // v lies in data
+		return o.copy[off+1 : off+len(v)-1], true
+	}
+	s, err := jsonwire.Unquote(v)
+	return s, err == nil
+}
+
 // text reads a required, non-empty string.
-func (o object) text(field string) (string, error) {
-	v, err := o.raw(field)
+func (o *fields) text(i int) (string, error) {
+	v, err := o.value(i)
 	if err != nil {
 		return "", err
 	}
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
-		return "", &FieldError{Field: field, Problem: "must be a string"}
+	s, ok := o.str(v)
+	if !ok {
+		return "", &FieldError{Field: fieldNames[i], Problem: "must be a string"}
 	}
 	if s == "" {
-		return "", &FieldError{Field: field, Problem: "missing"}
+		return "", &FieldError{Field: fieldNames[i], Problem: "missing"}
 	}
 	return s, nil
 }
 
 // time reads a required RFC 3339 timestamp (fractions of a second optional).
-func (o object) time(field string) (time.Time, error) {
-	v, err := o.raw(field)
+func (o *fields) time(i int) (time.Time, error) {
+	field := fieldNames[i]
+	v, err := o.value(i)
 	if err != nil {
 		return time.Time{}, err
 	}
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
+	s, ok := o.str(v)
+	if !ok {
 		return time.Time{}, &FieldError{Field: field, Problem: "must be a string"}
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
@@ -178,8 +289,9 @@ func (o object) time(field string) (time.Time, error) {
 }
 
 // integer reads a required whole number in [0, max].
-func (o object) integer(field string, max int64) (int64, error) {
-	v, err := o.raw(field)
+func (o *fields) integer(i int, max int64) (int64, error) {
+	field := fieldNames[i]
+	v, err := o.value(i)
 	if err != nil {
 		return 0, err
 	}
@@ -205,52 +317,50 @@ func (o object) integer(field string, max int64) (int64, error) {
 	return n, nil
 }
 
-// Wire shapes of each type, in the field order of the shop's documentation,
-// so that MarshalJSON is deterministic and carries exactly the type's fields.
-type (
-	common struct {
-		ID   string `json:"id"`
-		Type Type   `json:"type"`
-		User string `json:"user"`
-		Time string `json:"time"`
-	}
-	pageViewJSON struct {
-		common
-		URL string `json:"url"`
-	}
-	addToCartJSON struct {
-		common
-		SKU string `json:"sku"`
-		Qty int64  `json:"qty"`
-	}
-	purchaseJSON struct {
-		common
-		Order      string `json:"order"`
-		SKU        string `json:"sku"`
-		Qty        int64  `json:"qty"`
-		PriceCents int64  `json:"price_cents"`
-	}
-	refundJSON struct {
-		common
-		Order       string `json:"order"`
-		AmountCents int64  `json:"amount_cents"`
-	}
-)
-
-// MarshalJSON writes the canonical form: the type's fields only, the time in
-// UTC RFC 3339 with as many fractional digits as it needs. Parse reads it
-// back to an equal Event.
+// MarshalJSON writes the canonical form: the type's fields only, in the
+// order of the shop's documentation (id, type, user, time, then the type's
+// own), the time in UTC RFC 3339 with as many fractional digits as it needs.
+// Parse reads it back to an equal Event.
 func (e Event) MarshalJSON() ([]byte, error) {
-	c := common{ID: e.ID, Type: e.Type, User: e.User, Time: e.Time.UTC().Format(time.RFC3339Nano)}
+	return e.AppendJSON(nil)
+}
+
+// AppendJSON appends the canonical form that MarshalJSON returns, which is
+// also what json.Marshal writes for the event (strings escaped as it
+// escapes them), without reflection.
+func (e Event) AppendJSON(b []byte) ([]byte, error) {
+	switch e.Type {
+	case PageView, AddToCart, Purchase, Refund:
+	default:
+		return b, fmt.Errorf("encoding shop event %s: %w", e.ID, &FieldError{Field: "type", Problem: "unknown " + strconv.Quote(string(e.Type))})
+	}
+	// Room for the members unescaped; the longest time is 35 bytes.
+	b = slices.Grow(b, 128+len(e.ID)+len(e.Type)+len(e.User)+len(e.URL)+len(e.SKU)+len(e.Order)+3*20)
+	b = appendMember(b, `{"id":`, e.ID)
+	b = appendMember(b, `,"type":`, string(e.Type))
+	b = appendMember(b, `,"user":`, e.User)
+	b = append(b, `,"time":"`...)
+	b = e.Time.UTC().AppendFormat(b, time.RFC3339Nano) // digits and -:.TZ, nothing to escape
+	b = append(b, '"')
 	switch e.Type {
 	case PageView:
-		return json.Marshal(pageViewJSON{c, e.URL})
+		b = appendMember(b, `,"url":`, e.URL)
 	case AddToCart:
-		return json.Marshal(addToCartJSON{c, e.SKU, e.Qty})
+		b = appendMember(b, `,"sku":`, e.SKU)
+		b = strconv.AppendInt(append(b, `,"qty":`...), e.Qty, 10)
 	case Purchase:
-		return json.Marshal(purchaseJSON{c, e.Order, e.SKU, e.Qty, e.PriceCents})
+		b = appendMember(b, `,"order":`, e.Order)
+		b = appendMember(b, `,"sku":`, e.SKU)
+		b = strconv.AppendInt(append(b, `,"qty":`...), e.Qty, 10)
+		b = strconv.AppendInt(append(b, `,"price_cents":`...), e.PriceCents, 10)
 	case Refund:
-		return json.Marshal(refundJSON{c, e.Order, e.AmountCents})
+		b = appendMember(b, `,"order":`, e.Order)
+		b = strconv.AppendInt(append(b, `,"amount_cents":`...), e.AmountCents, 10)
 	}
-	return nil, fmt.Errorf("encoding shop event %s: %w", e.ID, &FieldError{Field: "type", Problem: "unknown " + strconv.Quote(string(e.Type))})
+	return append(b, '}'), nil
+}
+
+// appendMember appends a member's separator and name, then its string value.
+func appendMember(b []byte, sepName, value string) []byte {
+	return jsonwire.AppendString(append(b, sepName...), value)
 }

@@ -1,0 +1,351 @@
+package envelope
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+
+	"github.com/foldline/foldline/functions/envelope/jsonwire"
+)
+
+// This file is the fast path of the ViewOp wire format. Both directions
+// match encoding/json exactly and defer to it for whatever they do not
+// handle themselves (malformed input, escaped or case-folded field names,
+// duplicate fields, values Marshal would rewrite), so encoding/json remains
+// the definition of the format and the author of its error messages.
+
+// AppendJSON appends the operation's payload, byte for byte what
+// json.Marshal(op) returns, and fails where json.Marshal fails, with its
+// error.
+func (op ViewOp) AppendJSON(b []byte) ([]byte, error) {
+	start := len(b)
+	b = slices.Grow(b, op.sizeHint())
+	b = append(b, `{"view":`...)
+	b = jsonwire.AppendString(b, op.View)
+	b = append(b, `,"key":`...)
+	var ok bool
+	if b, ok = appendKey(b, op.Key); !ok {
+		return marshalViewOp(b[:start], op)
+	}
+	b = append(b, `,"op":`...)
+	b = jsonwire.AppendString(b, string(op.Kind))
+	b = append(b, `,"time":"`...)
+	tb, err := op.EventTime.AppendText(b)
+	if err != nil {
+		return marshalViewOp(b[:start], op)
+	}
+	b = append(tb, '"')
+	if len(op.Columns) > 0 {
+		b = append(b, `,"columns":[`...)
+		for i, c := range op.Columns {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"column":`...)
+			b = jsonwire.AppendString(b, c.Column)
+			b = append(b, `,"merge":`...)
+			b = jsonwire.AppendString(b, string(c.Merge))
+			b = append(b, `,"value":`...)
+			if b, ok = appendRaw(b, c.Value); !ok {
+				return marshalViewOp(b[:start], op)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
+}
+
+// sizeHint is the length of the operation's payload when nothing in it
+// needs escaping.
+func (op ViewOp) sizeHint() int {
+	n := len(`{"view":"","key":{},"op":"","time":"2006-01-02T15:04:05.999999999-07:00","columns":[]}`) + len(op.View) + len(op.Kind)
+	for col, v := range op.Key {
+		n += len(col) + len(v) + len(`"":,`)
+	}
+	for _, c := range op.Columns {
+		n += len(c.Column) + len(c.Merge) + len(c.Value) + len(`{"column":"","merge":"","value":},`)
+	}
+	return n
+}
+
+// marshalViewOp is AppendJSON by encoding/json, for what the fast path does
+// not write itself.
+func marshalViewOp(b []byte, op ViewOp) ([]byte, error) {
+	out, err := json.Marshal(op)
+	if err != nil {
+		return b, err
+	}
+	return append(b, out...), nil
+}
+
+// appendKey writes the key object with its columns sorted, as json.Marshal
+// writes a map; ok is false when a value is not canonical.
+func appendKey(b []byte, key map[string]json.RawMessage) (_ []byte, ok bool) {
+	if key == nil {
+		return append(b, "null"...), true
+	}
+	var buf [4]string
+	cols := buf[:0]
+	for col := range key {
+		cols = append(cols, col)
+	}
+	slices.Sort(cols)
+	b = append(b, '{')
+	for i, col := range cols {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonwire.AppendString(b, col)
+		b = append(b, ':')
+		if b, ok = appendRaw(b, key[col]); !ok {
+			return b, false
+		}
+	}
+	return append(b, '}'), true
+}
+
+// appendRaw writes a value as json.Marshal writes a json.RawMessage, when
+// that is the value itself (nil is null); ok is false otherwise.
+func appendRaw(b []byte, raw json.RawMessage) (_ []byte, ok bool) {
+	if raw == nil {
+		return append(b, "null"...), true
+	}
+	if !jsonwire.Canonical(raw) {
+		return b, false
+	}
+	return append(b, raw...), true
+}
+
+// field is a member name of the wire format and its bit in a seen-set.
+type field struct {
+	name string
+	bit  uint
+}
+
+// The members of a ViewOp and of a ColumnOp.
+const (
+	fieldView uint = 1 << iota
+	fieldKey
+	fieldOp
+	fieldTime
+	fieldColumns
+	fieldColumn
+	fieldMerge
+	fieldValue
+)
+
+var (
+	opFields     = []field{{"view", fieldView}, {"key", fieldKey}, {"op", fieldOp}, {"time", fieldTime}, {"columns", fieldColumns}}
+	columnFields = []field{{"column", fieldColumn}, {"merge", fieldMerge}, {"value", fieldValue}}
+)
+
+// fieldOf returns the bit of the field a member name selects, 0 for an
+// unknown member (encoding/json skips it), and ok false for a name that
+// encoding/json matches case-insensitively, or might (escaped or not ASCII).
+func fieldOf(name []byte, plain bool, fields []field) (bit uint, ok bool) {
+	for _, f := range fields {
+		if string(name) == f.name {
+			return f.bit, true
+		}
+	}
+	if !plain {
+		return 0, false
+	}
+	for _, c := range name {
+		if c >= 0x80 {
+			return 0, false
+		}
+	}
+	for _, f := range fields {
+		if asciiEqualFold(name, f.name) {
+			return 0, false
+		}
+	}
+	return 0, true
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		if lower(b[i]) != lower(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// opDecoder reads one payload. Strings are cut from one copy of the payload
+// and raw values from another, so a decoded operation costs a few
+// allocations whatever its size.
+type opDecoder struct {
+	payload []byte
+	r       jsonwire.Reader
+	text    string
+	raws    []byte
+}
+
+// decodeViewOp reads payload as json.Unmarshal reads it into a ViewOp; ok is
+// false when it leaves the payload to encoding/json.
+func decodeViewOp(payload []byte) (op ViewOp, ok bool) {
+	d := opDecoder{payload: payload, r: jsonwire.NewReader(payload)}
+	r := &d.r
+	if !r.Object() {
+		return ViewOp{}, false
+	}
+	var seen uint
+	for {
+		name, plain, more := r.NextKey()
+		if !more {
+			break
+		}
+		bit, ok := fieldOf(name, plain, opFields)
+		if !ok || seen&bit != 0 {
+			return ViewOp{}, false
+		}
+		seen |= bit
+		switch bit {
+		case 0:
+			r.Skip()
+		case fieldView:
+			op.View = d.string()
+		case fieldOp:
+			op.Kind = OpKind(d.string())
+		case fieldTime:
+			if err := op.EventTime.UnmarshalJSON(r.Raw()); err != nil {
+				r.Fail()
+			}
+		case fieldKey:
+			op.Key = d.key()
+		case fieldColumns:
+			op.Columns = d.columns()
+		}
+		if r.Failed() {
+			return ViewOp{}, false
+		}
+	}
+	if !r.Done() {
+		return ViewOp{}, false
+	}
+	return op, true
+}
+
+// key reads the key object; null is a nil map.
+func (d *opDecoder) key() map[string]json.RawMessage {
+	r := &d.r
+	if r.Null() {
+		return nil
+	}
+	if !r.Object() {
+		r.Fail()
+		return nil
+	}
+	key := make(map[string]json.RawMessage, 1)
+	for {
+		name, plain, more := r.NextKey()
+		if !more {
+			return key
+		}
+		col := d.cut(name, plain)
+		key[col] = d.raw()
+	}
+}
+
+// columns reads the columns array; null is a nil slice, [] an empty one.
+func (d *opDecoder) columns() []ColumnOp {
+	r := &d.r
+	if r.Null() {
+		return nil
+	}
+	if !r.Array() {
+		r.Fail()
+		return nil
+	}
+	cols := make([]ColumnOp, 0, 4)
+	for r.NextElement() {
+		var c ColumnOp
+		if !r.Null() { // a null element leaves the column zero
+			if !r.Object() {
+				r.Fail()
+				return nil
+			}
+			var seen uint
+			for {
+				name, plain, more := r.NextKey()
+				if !more {
+					break
+				}
+				bit, ok := fieldOf(name, plain, columnFields)
+				if !ok || seen&bit != 0 {
+					r.Fail()
+					return nil
+				}
+				seen |= bit
+				switch bit {
+				case 0:
+					r.Skip()
+				case fieldColumn:
+					c.Column = d.string()
+				case fieldMerge:
+					c.Merge = Merge(d.string())
+				case fieldValue:
+					c.Value = d.raw()
+				}
+			}
+		}
+		cols = append(cols, c)
+	}
+	return cols
+}
+
+// string reads a string member; null leaves it empty, as encoding/json
+// leaves the field as it was.
+func (d *opDecoder) string() string {
+	if d.r.Null() {
+		return ""
+	}
+	tok, plain := d.r.String()
+	if d.r.Failed() {
+		return ""
+	}
+	return d.cut(tok[1:len(tok)-1], plain)
+}
+
+// cut returns the string whose quoted content in the payload is s.
+func (d *opDecoder) cut(s []byte, plain bool) string {
+	off := cap(d.payload) - cap(s)
+	if !plain {
+		v, err := jsonwire.Unquote(d.payload[off-1 : off+len(s)+1])
+		if err != nil {
+			d.r.Fail()
+		}
+		return v
+	}
+	if d.text == "" {
+		d.text = string(d.payload)
+	}
+	return d.text[off : off+len(s)]
+}
+
+// raw reads a value as a json.RawMessage of its own (capped, so appending to
+// it cannot reach its neighbours).
+func (d *opDecoder) raw() json.RawMessage {
+	v := d.r.Raw()
+	if d.r.Failed() {
+		return nil
+	}
+	if d.raws == nil {
+		d.raws = bytes.Clone(d.payload)
+	}
+	off := cap(d.payload) - cap(v)
+	return d.raws[off : off+len(v) : off+len(v)]
+}
