@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"testing"
 	"text/tabwriter"
@@ -12,6 +13,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/foldline/foldline/admin/backfill"
+	"github.com/foldline/foldline/internal/testenv"
 )
 
 // BenchmarkBackfillVsReader measures, in one run, a backfill of the shop's
@@ -44,18 +46,36 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 
 		opts := s.backfillOptions("user_activity", s.opts.Dir)
 		opts.Timeout = 60 * time.Minute
-		opts.Poll = 200 * time.Millisecond
 		opts.ErrOut = os.Stderr // per-stage progress every 5 s: where the time goes
+		services := map[string]int{"pulsar": testenv.ServicePID(b, "pulsar"), "cassandra": testenv.ServicePID(b, "cassandra")}
+		cpuBefore := map[string]time.Duration{}
+		for name, pid := range services {
+			cpuBefore[name] = testenv.CPUTime(pid)
+		}
 		start := time.Now()
-		if _, err := backfill.Start(b.Context(), opts); err != nil {
+		rec, err := backfill.Start(b.Context(), opts)
+		if err != nil {
 			b.Fatalf("starting the backfill: %v", err)
 		}
 		deployed := time.Now()
+		instances := map[string][]int{}
+		for _, st := range rec.Stages {
+			instances[st.Name] = testenv.InstancePIDs(b, st.Tenant, st.Namespace, st.Name)
+		}
 		res, err := backfill.Run(b.Context(), opts, true)
 		if err != nil {
 			b.Fatalf("backfilling: %v", err)
 		}
 		total := time.Since(start)
+		cpu := map[string]time.Duration{}
+		for name, pid := range services {
+			cpu[name] = testenv.CPUTime(pid) - cpuBefore[name]
+		}
+		for name, pids := range instances {
+			for _, pid := range pids {
+				cpu[name] += testenv.CPUTime(pid) // started by the backfill
+			}
+		}
 		if res.Diff == nil || !res.Diff.Identical() {
 			b.Fatalf("the replay differs: %v", res.Diff)
 		}
@@ -69,6 +89,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		row("backfill, deploy to switch", total)
 		row("backfill, without deploying", total-deployed.Sub(start))
 		tw.Flush()
+		printCPU(cpu, total)
 		b.ReportMetric(total.Seconds()/readTime.Seconds(), "backfill/read")
 		b.ReportMetric(float64(n)/total.Seconds(), "events/s")
 	}
@@ -97,4 +118,23 @@ func readAll(b *testing.B, url, topic string, n int) time.Duration {
 		}
 	}
 	return time.Since(start)
+}
+
+// printCPU prints the CPU time each process used during a backfill, busiest
+// first: where the two cores went while the view was rebuilt.
+func printCPU(cpu map[string]time.Duration, wall time.Duration) {
+	names := make([]string, 0, len(cpu))
+	var sum time.Duration
+	for name, d := range cpu {
+		names = append(names, name)
+		sum += d
+	}
+	sort.Slice(names, func(i, j int) bool { return cpu[names[i]] > cpu[names[j]] })
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "process\tCPU time\tshare\t\n")
+	for _, name := range names {
+		fmt.Fprintf(tw, "%s\t%s\t%.0f%%\t\n", name, cpu[name].Round(100*time.Millisecond), 100*cpu[name].Seconds()/sum.Seconds())
+	}
+	fmt.Fprintf(tw, "all (%.2f cores busy over %s)\t%s\t100%%\t\n", sum.Seconds()/wall.Seconds(), wall.Round(100*time.Millisecond), sum.Round(100*time.Millisecond))
+	tw.Flush()
 }
