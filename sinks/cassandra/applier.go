@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"strings"
 	"sync"
@@ -37,10 +36,10 @@ type Result struct {
 // Applier applies batches of view operations to one view's table with an
 // exactly-once effect; see the package documentation for how.
 //
-// Rows are spread over Settings.Concurrency workers by a hash of their key,
-// and each worker reads, folds and writes its rows one at a time, in the
-// order batches were started: two writes of one row never race, and a row
-// sees its operations in delivery order, while batches overlap freely.
+// Settings.Concurrency workers read, fold and write rows, each taking the
+// oldest row that is ready. A row is ready when no earlier write of it is
+// queued or running: two writes of one row never race, and a row sees its
+// operations in delivery order, while rows and batches overlap freely.
 type Applier struct {
 	view     *compiledView
 	session  *gocql.Session
@@ -54,19 +53,10 @@ type Applier struct {
 
 	// startMu keeps the rows of one batch queued before the next batch's.
 	startMu sync.Mutex
-	workers []chan rowJob
-	// queued counts, per row, the started groups its worker has not
-	// finished: a row with none has no write of ours in flight, so what
-	// Cassandra holds for it is current and may be read ahead.
-	queuedMu sync.Mutex
-	queued   map[string]int
-}
-
-// rowJob is one row of a started batch, waiting for its worker.
-type rowJob struct {
-	ctx   context.Context
-	group *rowGroup
-	batch *Pending
+	// queue holds the started rows until a worker has written them: a row
+	// with nothing in it has no write of ours in flight, so what Cassandra
+	// holds for it is current and may be read ahead.
+	queue *rowQueue
 }
 
 // Pending is a started batch; Wait gives its Result.
@@ -103,13 +93,12 @@ func NewApplier(session *gocql.Session, schema ViewSchema, settings Settings) (*
 	if err != nil {
 		return nil, err
 	}
-	a := &Applier{view: view, session: session, settings: settings, cache: newRowCache(settings.cacheRows()), queued: map[string]int{}}
+	a := &Applier{view: view, session: session, settings: settings, cache: newRowCache(settings.cacheRows()),
+		queue: newRowQueue(settings.Concurrency * settings.BatchSize)}
 	a.selectCQL, a.appendCQL, a.replaceCQL = statements(schema)
 	a.prefetchCQL = prefetchStatement(schema)
 	for range settings.Concurrency {
-		jobs := make(chan rowJob, settings.BatchSize)
-		a.workers = append(a.workers, jobs)
-		go a.work(jobs)
+		go a.work()
 	}
 	return a, nil
 }
@@ -119,20 +108,17 @@ func NewApplier(session *gocql.Session, schema ViewSchema, settings Settings) (*
 func (a *Applier) Close() {
 	a.startMu.Lock()
 	defer a.startMu.Unlock()
-	for _, w := range a.workers {
-		close(w)
-	}
-	a.workers = nil
+	a.queue.close()
 }
 
-func (a *Applier) work(jobs <-chan rowJob) {
-	for job := range jobs {
-		job.batch.add(a.applyRow(job.ctx, job.group, job.batch.res.Errs))
-		a.queuedMu.Lock()
-		if a.queued[job.group.rowKey]--; a.queued[job.group.rowKey] <= 0 {
-			delete(a.queued, job.group.rowKey)
+func (a *Applier) work() {
+	for {
+		job, ok := a.queue.take()
+		if !ok {
+			return
 		}
-		a.queuedMu.Unlock()
+		job.batch.add(a.applyRow(job.ctx, job.group, job.batch.res.Errs))
+		a.queue.done(job)
 		job.batch.wg.Done()
 	}
 }
@@ -169,7 +155,8 @@ func (a *Applier) Apply(ctx context.Context, ops []Op) Result {
 // started in delivery order (Start may be called from many goroutines, but
 // two calls racing have no defined order). While Cassandra fails, workers
 // retry with backoff until ctx ends, and never give up on their own. Start
-// blocks while the workers' queues are full, which bounds memory.
+// blocks while Concurrency × BatchSize rows wait for the workers, which
+// bounds memory.
 func (a *Applier) Start(ctx context.Context, ops []Op) *Pending {
 	p := &Pending{res: Result{Errs: make([]error, len(ops))}}
 	bound := make([]boundOp, 0, len(ops))
@@ -186,15 +173,8 @@ func (a *Applier) Start(ctx context.Context, ops []Op) *Pending {
 	a.startMu.Lock()
 	defer a.startMu.Unlock()
 	a.prefetch(ctx, groups)
-	a.queuedMu.Lock()
 	for _, g := range groups {
-		a.queued[g.rowKey]++
-	}
-	a.queuedMu.Unlock()
-	for _, g := range groups {
-		h := fnv.New32a()
-		h.Write([]byte(g.rowKey))
-		a.workers[h.Sum32()%uint32(len(a.workers))] <- rowJob{ctx: ctx, group: g, batch: p}
+		a.queue.push(&rowJob{ctx: ctx, group: g, batch: p})
 	}
 	return p
 }
@@ -285,15 +265,16 @@ func failAll(g *rowGroup, errs []error, err error) {
 	}
 }
 
-// loadRow returns a copy of the row's state from the cache or Cassandra; a
-// row that does not exist yet is empty.
+// loadRow returns the row's state from the cache or Cassandra, which the
+// caller must not change (it may be the cached state); a row that does not
+// exist yet is empty.
 func (a *Applier) loadRow(ctx context.Context, g *rowGroup) (*rowState, error) {
 	if r, ok := a.cache.get(g.rowKey); ok {
 		return r, nil
 	}
 	if g.before != nil {
 		a.cache.put(g.rowKey, g.before)
-		return g.before.clone(), nil
+		return g.before, nil
 	}
 	var state *rowState
 	err := a.retry(ctx, "reading a row of "+a.view.schema.Table, func() error {
@@ -305,7 +286,7 @@ func (a *Applier) loadRow(ctx context.Context, g *rowGroup) (*rowState, error) {
 		return nil, err
 	}
 	a.cache.put(g.rowKey, state)
-	return state.clone(), nil
+	return state, nil
 }
 
 func (a *Applier) readRow(ctx context.Context, key []any) (*rowState, error) {
@@ -364,8 +345,9 @@ func (a *Applier) bindKey(key []any) []any {
 	return out
 }
 
-// writeRow writes the values, deleted flag, latest-at entries and applied
-// positions of one row in a single UPDATE: Cassandra applies a write to one
+// writeRow writes the changed values, the deleted flag when it changed, the
+// changed latest-at entries and the applied positions of one row in a
+// single UPDATE: Cassandra applies a write to one
 // partition atomically and in isolation, so the values and the positions
 // that account for them can never be seen or kept apart.
 func (a *Applier) writeRow(ctx context.Context, key []any, before, after *rowState, w rowWrite) error {
@@ -391,7 +373,11 @@ func (a *Applier) writeRow(ctx context.Context, key []any, before, after *rowSta
 	} else if len(latest) == 0 {
 		latestArg = gocql.UnsetValue
 	}
-	args = append(args, w.deleted, latestArg, w.applied)
+	var deletedArg any = gocql.UnsetValue
+	if w.setDeleted {
+		deletedArg = w.deleted
+	}
+	args = append(args, deletedArg, latestArg, w.applied)
 	args = append(args, a.bindKey(key)...)
 	return a.retry(ctx, "writing a row of "+a.view.schema.Table, func() error {
 		return a.session.Query(stmt, args...).WithContext(ctx).
@@ -457,6 +443,9 @@ func (a *Applier) permanent(ctx context.Context, err error) bool {
 
 // rowCache is a bounded LRU of row states, so that a row this instance
 // keeps writing is read from Cassandra once. A capacity of 0 caches nothing.
+// The states it holds are never changed: put hands a state over, get lends
+// it out, and folding works on a clone (a row has one worker at a time, so
+// only that worker replaces its entry).
 type rowCache struct {
 	mu       sync.Mutex
 	capacity int
@@ -481,7 +470,7 @@ func (c *rowCache) has(rowKey string) bool {
 	return ok
 }
 
-// get returns a copy of the cached state.
+// get returns the cached state, which the caller must not change.
 func (c *rowCache) get(rowKey string) (*rowState, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -490,10 +479,11 @@ func (c *rowCache) get(rowKey string) (*rowState, bool) {
 		return nil, false
 	}
 	c.order.MoveToFront(e)
-	return e.Value.(*cacheEntry).state.clone(), true
+	return e.Value.(*cacheEntry).state, true
 }
 
-// put stores a copy of state, evicting the least recently used row.
+// put stores state, which no one may change afterwards, evicting the least
+// recently used row.
 func (c *rowCache) put(rowKey string, state *rowState) {
 	if c.capacity == 0 {
 		return
@@ -501,11 +491,11 @@ func (c *rowCache) put(rowKey string, state *rowState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.byKey[rowKey]; ok {
-		e.Value.(*cacheEntry).state = state.clone()
+		e.Value.(*cacheEntry).state = state
 		c.order.MoveToFront(e)
 		return
 	}
-	c.byKey[rowKey] = c.order.PushFront(&cacheEntry{rowKey: rowKey, state: state.clone()})
+	c.byKey[rowKey] = c.order.PushFront(&cacheEntry{rowKey: rowKey, state: state})
 	if c.order.Len() > c.capacity {
 		oldest := c.order.Back()
 		c.order.Remove(oldest)

@@ -200,7 +200,7 @@ func (v *compiledView) fold(r *rowState, op boundOp) (bool, error) {
 	}
 	// Merge into a copy first so that an error leaves the row as it was.
 	values := append([]any(nil), r.values...)
-	latest := map[string]time.Time{}
+	var latest map[string]time.Time // allocated by the first latest column
 	for _, c := range op.columns {
 		def := v.schema.Columns[c.column]
 		cur := values[c.column]
@@ -234,6 +234,9 @@ func (v *compiledView) fold(r *rowState, op boundOp) (bool, error) {
 			}
 			if !seen || !op.eventTime.Before(at) {
 				values[c.column] = c.value
+				if latest == nil {
+					latest = map[string]time.Time{}
+				}
 				latest[def.Name] = op.eventTime
 			}
 		}
@@ -283,13 +286,17 @@ type rowWrite struct {
 	replaceLatest bool
 	latestAt      map[string]time.Time
 	applied       map[string]string
-	deleted       bool
+	// setDeleted marks a change of the deleted flag, to deleted; otherwise
+	// the write leaves ColumnDeleted alone (null, for a row never deleted,
+	// means not deleted).
+	setDeleted, deleted bool
 }
 
 // diff computes the write that turns before into after; ok is false when
 // they are equal (every operation was a redelivery).
 func diff(before, after *rowState, sawDelete bool) (rowWrite, bool) {
-	w := rowWrite{changed: make([]bool, len(after.values)), replaceLatest: sawDelete, applied: map[string]string{}, deleted: after.deleted}
+	w := rowWrite{changed: make([]bool, len(after.values)), replaceLatest: sawDelete, applied: map[string]string{},
+		setDeleted: before.deleted != after.deleted, deleted: after.deleted}
 	for i := range after.values {
 		w.changed[i] = !equalValues(before.values[i], after.values[i])
 	}

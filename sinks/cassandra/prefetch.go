@@ -49,13 +49,11 @@ func (a *Applier) prefetch(ctx context.Context, groups []*rowGroup) {
 		return
 	}
 	var want []*rowGroup
-	a.queuedMu.Lock()
-	for _, g := range groups {
-		if a.queued[g.rowKey] == 0 && !a.cache.has(g.rowKey) {
+	for _, g := range a.queue.idle(groups) {
+		if !a.cache.has(g.rowKey) {
 			want = append(want, g)
 		}
 	}
-	a.queuedMu.Unlock()
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, max(a.settings.Concurrency, 1))
 	for i := 0; i < len(want); i += prefetchChunk {

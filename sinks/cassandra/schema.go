@@ -24,7 +24,9 @@ const (
 	ColumnApplied = "fl_applied"
 	// ColumnDeleted is true for a deleted row: it stays as a tombstone that
 	// remembers ColumnApplied, so a redelivered older upsert cannot bring it
-	// back. Readers skip rows where it is true.
+	// back. Readers skip rows where it is true; it is null for a row never
+	// deleted (the sink writes it only when it changes), false for one
+	// written again after a delete.
 	ColumnDeleted = "fl_deleted"
 	// ColumnLatestAt maps each column with merge "latest" to the event time
 	// of its current value, in Unix nanoseconds: a CQL timestamp keeps only

@@ -1,0 +1,60 @@
+package cassandra
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// TestRowQueueKeepsEachRowInOrder pushes several batches of rows, some on
+// the same row, and checks that jobs of one row never overlap and run in
+// push order, and that close lets the workers return once everything has
+// run.
+func TestRowQueueKeepsEachRowInOrder(t *testing.T) {
+	q := newRowQueue(5) // smaller than the pushes, so push must block and resume
+	const workers, rows, batches = 4, 3, 10
+	var mu sync.Mutex
+	running := map[string]bool{}
+	seen := map[string][]int{}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				job, ok := q.take()
+				if !ok {
+					return
+				}
+				key := job.group.rowKey
+				mu.Lock()
+				if running[key] {
+					t.Errorf("row %s runs twice at once", key)
+				}
+				running[key] = true
+				seen[key] = append(seen[key], job.group.ops[0].index)
+				mu.Unlock()
+				mu.Lock()
+				delete(running, key)
+				mu.Unlock()
+				q.done(job)
+			}
+		})
+	}
+	for b := range batches {
+		for r := range rows {
+			q.push(&rowJob{group: &rowGroup{rowKey: fmt.Sprint("row", r), ops: []boundOp{{index: b}}}})
+		}
+	}
+	q.close()
+	wg.Wait()
+	for r := range rows {
+		got := seen[fmt.Sprint("row", r)]
+		if len(got) != batches {
+			t.Fatalf("row%d ran %d jobs, want %d", r, len(got), batches)
+		}
+		for i, b := range got {
+			if b != i {
+				t.Fatalf("row%d ran its jobs in order %v", r, got)
+			}
+		}
+	}
+}
