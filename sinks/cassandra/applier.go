@@ -113,13 +113,15 @@ func (a *Applier) Close() {
 
 func (a *Applier) work() {
 	for {
-		job, ok := a.queue.take()
-		if !ok {
+		jobs := a.queue.take(a.settings.RowsPerWrite)
+		if jobs == nil {
 			return
 		}
-		job.batch.add(a.applyRow(job.ctx, job.group, job.batch.res.Errs))
-		a.queue.done(job)
-		job.batch.wg.Done()
+		a.applyRows(jobs[0].ctx, jobs)
+		for _, job := range jobs {
+			a.queue.done(job)
+			job.batch.wg.Done()
+		}
 	}
 }
 
@@ -179,49 +181,126 @@ func (a *Applier) Start(ctx context.Context, ops []Op) *Pending {
 	return p
 }
 
-// applyRow reads (or recalls) a row, folds its operations, and writes it.
-// It sets errs only at the indices of g's operations, which no other
-// goroutine touches.
-func (a *Applier) applyRow(ctx context.Context, g *rowGroup, errs []error) Result {
+// rowUpdate is a row of a job, folded and waiting for its write.
+type rowUpdate struct {
+	job           *rowJob
+	before, after *rowState
+	write         rowWrite
+	res           Result
+}
+
+// applyRows reads (or recalls) the rows of jobs, folds their operations, and
+// writes the changed rows with one request: an unlogged batch of the rows'
+// UPDATEs. Each UPDATE is one partition's mutation, which Cassandra applies
+// atomically and in isolation whatever happens to the others, so a row's
+// values and positions stay together as with a write of its own; a batch
+// that fails part way is retried whole, and rewriting a row with the same
+// values and positions changes nothing. Every job's results go to its own
+// batch, at the indices of its operations, which no other goroutine touches.
+func (a *Applier) applyRows(ctx context.Context, jobs []*rowJob) {
+	if len(jobs) > 1 {
+		a.readUncached(ctx, jobs)
+	}
+	updates := make([]*rowUpdate, 0, len(jobs))
+	for _, job := range jobs {
+		if u := a.foldRow(ctx, job); u != nil {
+			updates = append(updates, u)
+		}
+	}
+	if len(updates) > 1 {
+		err := a.writeRows(ctx, updates)
+		if err == nil || !errors.Is(err, ErrRejected) {
+			for _, u := range updates {
+				a.finishRow(u, err)
+			}
+			return
+		}
+		// Some row cannot be written (too large a batch, or a value
+		// Cassandra refuses): write them one at a time to find it.
+	}
+	for _, u := range updates {
+		a.writeUpdate(ctx, u)
+	}
+}
+
+// readUncached reads ahead, with one query, the rows of jobs that are
+// neither cached nor read ahead by Start: rows that had a write of ours
+// queued then. Each job is its row's first unfinished one, so nothing of
+// ours is in flight for these rows now. Rows the read misses are read one
+// by one by loadRow.
+func (a *Applier) readUncached(ctx context.Context, jobs []*rowJob) {
+	if a.prefetchCQL == "" {
+		return
+	}
+	var want []*rowGroup
+	for _, job := range jobs {
+		if job.group.before == nil && !a.cache.has(job.group.rowKey) {
+			want = append(want, job.group)
+		}
+	}
+	if len(want) > 1 {
+		a.prefetchRows(ctx, want)
+	}
+}
+
+// foldRow reads (or recalls) a job's row and folds its operations. It
+// returns nil, with the job's results recorded, when there is nothing to
+// write.
+func (a *Applier) foldRow(ctx context.Context, job *rowJob) *rowUpdate {
+	g, errs := job.group, job.batch.res.Errs
 	before, err := a.loadRow(ctx, g)
 	if err != nil {
 		failAll(g, errs, err)
-		return Result{}
+		return nil
 	}
-	var res Result
-	after := before.clone()
+	u := &rowUpdate{job: job, before: before, after: before.clone()}
 	sawDelete := false
 	for _, op := range g.ops {
-		applied, err := a.view.fold(after, op)
+		applied, err := a.view.fold(u.after, op)
 		switch {
 		case err != nil:
 			errs[op.index] = fmt.Errorf("%w: %w", ErrRejected, err)
 		case applied:
-			res.Applied++
+			u.res.Applied++
 			sawDelete = sawDelete || op.kind == envelope.OpDelete
 		default:
-			res.Redelivered++
+			u.res.Redelivered++
 		}
 	}
-	w, changed := diff(before, after, sawDelete)
+	w, changed := diff(before, u.after, sawDelete)
 	if !changed {
-		return res
+		job.batch.add(u.res)
+		return nil
 	}
-	err = a.writeRow(ctx, g.key, before, after, w)
-	switch {
-	case err == nil:
-		res.Rows++
-		a.cache.put(g.rowKey, after)
-	case errors.Is(err, ErrRejected):
+	u.write = w
+	return u
+}
+
+// writeUpdate writes one folded row with a request of its own.
+func (a *Applier) writeUpdate(ctx context.Context, u *rowUpdate) {
+	err := a.writeRow(ctx, u.job.group.key, u.after, u.write)
+	if errors.Is(err, ErrRejected) {
 		// One of the operations makes the row unwritable; find which by
 		// writing them one at a time.
-		return a.applyOneByOne(ctx, g, before, errs)
-	default:
-		failAll(g, errs, err)
-		a.cache.forget(g.rowKey)
-		return Result{}
+		u.job.batch.add(a.applyOneByOne(ctx, u.job.group, u.before, u.job.batch.res.Errs))
+		return
 	}
-	return res
+	a.finishRow(u, err)
+}
+
+// finishRow records the outcome of a row's write: on success the row is
+// cached and counted; on failure its operations get err, and the cache
+// forgets the row, which Cassandra may or may not hold.
+func (a *Applier) finishRow(u *rowUpdate, err error) {
+	g := u.job.group
+	if err != nil {
+		failAll(g, u.job.batch.res.Errs, err)
+		a.cache.forget(g.rowKey)
+		return
+	}
+	u.res.Rows++
+	a.cache.put(g.rowKey, u.after)
+	u.job.batch.add(u.res)
 }
 
 // applyOneByOne writes each operation of a row separately, rejecting those
@@ -240,7 +319,7 @@ func (a *Applier) applyOneByOne(ctx context.Context, g *rowGroup, before *rowSta
 			continue
 		}
 		w, _ := diff(state, next, op.kind == envelope.OpDelete)
-		switch err := a.writeRow(ctx, g.key, state, next, w); {
+		switch err := a.writeRow(ctx, g.key, next, w); {
 		case err == nil:
 			res.Applied++
 			res.Rows++
@@ -345,12 +424,37 @@ func (a *Applier) bindKey(key []any) []any {
 	return out
 }
 
-// writeRow writes the changed values, the deleted flag when it changed, the
-// changed latest-at entries and the applied positions of one row in a
-// single UPDATE: Cassandra applies a write to one
+// writeRow writes one row with its UPDATE (rowStatement).
+func (a *Applier) writeRow(ctx context.Context, key []any, after *rowState, w rowWrite) error {
+	stmt, args := a.rowStatement(key, after, w)
+	return a.retry(ctx, "writing a row of "+a.view.schema.Table, func() error {
+		return a.session.Query(stmt, args...).WithContext(ctx).
+			Consistency(a.settings.consistency()).Idempotent(true).Exec()
+	})
+}
+
+// writeRows writes several rows with one unlogged batch of their UPDATEs.
+func (a *Applier) writeRows(ctx context.Context, updates []*rowUpdate) error {
+	entries := make([]gocql.BatchEntry, len(updates))
+	for i, u := range updates {
+		stmt, args := a.rowStatement(u.job.group.key, u.after, u.write)
+		entries[i] = gocql.BatchEntry{Stmt: stmt, Args: args, Idempotent: true}
+	}
+	what := fmt.Sprintf("writing %d rows of %s", len(updates), a.view.schema.Table)
+	return a.retry(ctx, what, func() error {
+		b := a.session.NewBatch(gocql.UnloggedBatch).WithContext(ctx)
+		b.Entries = entries
+		b.SetConsistency(a.settings.consistency())
+		return a.session.ExecuteBatch(b)
+	})
+}
+
+// rowStatement is the single UPDATE of a row's partition that writes the
+// changed values, the deleted flag when it changed, the changed latest-at
+// entries and the applied positions: Cassandra applies a write to one
 // partition atomically and in isolation, so the values and the positions
 // that account for them can never be seen or kept apart.
-func (a *Applier) writeRow(ctx context.Context, key []any, before, after *rowState, w rowWrite) error {
+func (a *Applier) rowStatement(key []any, after *rowState, w rowWrite) (string, []any) {
 	args := make([]any, 0, len(after.values)+3+len(key))
 	for i, v := range after.values {
 		switch {
@@ -378,11 +482,7 @@ func (a *Applier) writeRow(ctx context.Context, key []any, before, after *rowSta
 		deletedArg = w.deleted
 	}
 	args = append(args, deletedArg, latestArg, w.applied)
-	args = append(args, a.bindKey(key)...)
-	return a.retry(ctx, "writing a row of "+a.view.schema.Table, func() error {
-		return a.session.Query(stmt, args...).WithContext(ctx).
-			Consistency(a.settings.consistency()).Idempotent(true).Exec()
-	})
+	return stmt, append(args, a.bindKey(key)...)
 }
 
 // retry runs fn until it succeeds, fails for good (ErrRejected) or ctx

@@ -55,21 +55,26 @@ func (q *rowQueue) push(job *rowJob) {
 	}
 }
 
-// take returns the oldest ready job, waiting for one; false once the queue
-// is closed and every job has finished.
-func (q *rowQueue) take() (*rowJob, bool) {
+// take returns the oldest ready jobs, at least one and at most n, all of
+// the first one's context; it waits for a ready job, and returns nil once
+// the queue is closed and every job has finished.
+func (q *rowQueue) take(n int) []*rowJob {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.ready) == 0 {
 		if q.closed && q.queued == 0 {
-			return nil, false
+			return nil
 		}
 		q.work.Wait()
 	}
-	job := q.ready[0]
-	q.ready[0] = nil
-	q.ready = q.ready[1:]
-	return job, true
+	k := 1
+	for k < min(n, len(q.ready)) && q.ready[k].ctx == q.ready[0].ctx {
+		k++
+	}
+	jobs := append([]*rowJob(nil), q.ready[:k]...)
+	clear(q.ready[:k])
+	q.ready = q.ready[k:]
+	return jobs
 }
 
 // done marks a taken job finished, making the next job of its row ready.

@@ -20,22 +20,28 @@ func TestRowQueueKeepsEachRowInOrder(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for {
-				job, ok := q.take()
-				if !ok {
+				jobs := q.take(2)
+				if jobs == nil {
 					return
 				}
-				key := job.group.rowKey
 				mu.Lock()
-				if running[key] {
-					t.Errorf("row %s runs twice at once", key)
+				for _, job := range jobs {
+					key := job.group.rowKey
+					if running[key] {
+						t.Errorf("row %s runs twice at once", key)
+					}
+					running[key] = true
+					seen[key] = append(seen[key], job.group.ops[0].index)
 				}
-				running[key] = true
-				seen[key] = append(seen[key], job.group.ops[0].index)
 				mu.Unlock()
 				mu.Lock()
-				delete(running, key)
+				for _, job := range jobs {
+					delete(running, job.group.rowKey)
+				}
 				mu.Unlock()
-				q.done(job)
+				for _, job := range jobs {
+					q.done(job)
+				}
 			}
 		})
 	}

@@ -34,6 +34,13 @@ type Settings struct {
 	// Concurrency is the number of rows read and written at the same time.
 	// Default 32.
 	Concurrency int
+	// RowsPerWrite is the most rows one CQL request writes: a worker takes
+	// up to this many rows that are ready and writes them with one unlogged
+	// batch of their single-row UPDATEs (each still one partition's atomic
+	// mutation). 1 gives every row a request of its own. Default 10, the
+	// most partitions Cassandra takes in an unlogged batch without a warning
+	// (unlogged_batch_across_partitions_warn_threshold).
+	RowsPerWrite int
 	// Pipeline is the number of batches in flight at once; it bounds memory
 	// to about (Pipeline+1)×BatchSize operations. Default 4.
 	Pipeline int
@@ -74,6 +81,9 @@ func (s Settings) Defaults() Settings {
 	}
 	if s.Concurrency == 0 {
 		s.Concurrency = 32
+	}
+	if s.RowsPerWrite == 0 {
+		s.RowsPerWrite = 10
 	}
 	if s.Pipeline == 0 {
 		s.Pipeline = 4
@@ -119,6 +129,9 @@ func (s Settings) Validate() error {
 	}
 	if s.Concurrency < 1 {
 		problem("concurrency %d: must be at least 1", s.Concurrency)
+	}
+	if s.RowsPerWrite < 1 {
+		problem("rows_per_write %d: must be at least 1", s.RowsPerWrite)
 	}
 	if s.Pipeline < 1 {
 		problem("pipeline %d: must be at least 1", s.Pipeline)
@@ -175,6 +188,7 @@ type userConfig struct {
 	BatchSize       *int        `json:"batch_size"`
 	Linger          string      `json:"linger"`
 	Concurrency     *int        `json:"concurrency"`
+	RowsPerWrite    *int        `json:"rows_per_write"`
 	Pipeline        *int        `json:"pipeline"`
 	RetryBackoffMin string      `json:"retry_backoff_min"`
 	RetryBackoffMax string      `json:"retry_backoff_max"`
@@ -246,6 +260,7 @@ func ParseConfig(userConf map[string]any) (Config, error) {
 	}
 	s.BatchSize = explicit(u.BatchSize, -1)
 	s.Concurrency = explicit(u.Concurrency, -1)
+	s.RowsPerWrite = explicit(u.RowsPerWrite, -1)
 	s.Pipeline = explicit(u.Pipeline, -1)
 	s.MaxValueBytes = explicit(u.MaxValueBytes, -1)
 	s.RowCache = explicit(u.RowCache, -1) // 0 in user config switches the cache off
