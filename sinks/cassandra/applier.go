@@ -50,6 +50,9 @@ type Applier struct {
 	// prefetchCQL reads many rows by key with IN; "" when the view's key
 	// does not allow it (see prefetchable).
 	prefetchCQL string
+	// batchBytes is the most one batch of rows should write (a variable
+	// for tests).
+	batchBytes int
 
 	// startMu keeps the rows of one batch queued before the next batch's.
 	startMu sync.Mutex
@@ -94,7 +97,7 @@ func NewApplier(session *gocql.Session, schema ViewSchema, settings Settings) (*
 		return nil, err
 	}
 	a := &Applier{view: view, session: session, settings: settings, cache: newRowCache(settings.cacheRows()),
-		queue: newRowQueue(settings.Concurrency * settings.BatchSize)}
+		queue: newRowQueue(settings.Concurrency * settings.BatchSize), batchBytes: batchBytes}
 	a.selectCQL, a.appendCQL, a.replaceCQL = statements(schema)
 	a.prefetchCQL = prefetchStatement(schema)
 	for range settings.Concurrency {
@@ -190,13 +193,14 @@ type rowUpdate struct {
 }
 
 // applyRows reads (or recalls) the rows of jobs, folds their operations, and
-// writes the changed rows with one request: an unlogged batch of the rows'
-// UPDATEs. Each UPDATE is one partition's mutation, which Cassandra applies
-// atomically and in isolation whatever happens to the others, so a row's
-// values and positions stay together as with a write of its own; a batch
-// that fails part way is retried whole, and rewriting a row with the same
-// values and positions changes nothing. Every job's results go to its own
-// batch, at the indices of its operations, which no other goroutine touches.
+// writes the changed rows with one request as far as they fit in batchBytes:
+// an unlogged batch of the rows' UPDATEs. Each UPDATE is one partition's
+// mutation, which Cassandra applies atomically and in isolation whatever
+// happens to the others, so a row's values and positions stay together as
+// with a write of its own; a batch that fails part way is retried whole,
+// and rewriting a row with the same values and positions changes nothing.
+// Every job's results go to its own batch, at the indices of its
+// operations, which no other goroutine touches.
 func (a *Applier) applyRows(ctx context.Context, jobs []*rowJob) {
 	if len(jobs) > 1 {
 		a.readUncached(ctx, jobs)
@@ -207,6 +211,55 @@ func (a *Applier) applyRows(ctx context.Context, jobs []*rowJob) {
 			updates = append(updates, u)
 		}
 	}
+	for len(updates) > 0 {
+		n, size := 1, updates[0].size()
+		for n < len(updates) && size+updates[n].size() <= a.batchBytes {
+			size += updates[n].size()
+			n++
+		}
+		a.writeUpdates(ctx, updates[:n])
+		updates = updates[n:]
+	}
+}
+
+// batchBytes bounds the estimated size (rowUpdate.size) of the rows one
+// unlogged batch writes, to stay below Cassandra's default
+// batch_size_warn_threshold (5 KiB): a larger batch makes Cassandra log a
+// warning, and one over batch_size_fail_threshold (50 KiB) is refused.
+const batchBytes = 4 << 10
+
+// size estimates the bytes a row's UPDATE writes: its key, changed values,
+// latest-at entries and positions, with 16 bytes per cell for Cassandra's
+// timestamps and framing.
+func (u *rowUpdate) size() int {
+	valueSize := func(v any) int {
+		if s, ok := v.(string); ok {
+			return len(s) + 16
+		}
+		return 24
+	}
+	n := 0
+	for _, k := range u.job.group.key {
+		n += valueSize(k)
+	}
+	for i, v := range u.after.values {
+		if u.write.changed[i] {
+			n += valueSize(v)
+		}
+	}
+	for topic, pos := range u.write.applied {
+		n += len(topic) + len(pos) + 16
+	}
+	for c := range u.write.latestAt {
+		n += len(c) + 24
+	}
+	return n
+}
+
+// writeUpdates writes rows with one request, or, when Cassandra refuses the
+// batch (a value it rejects, or a batch larger than it takes), each row
+// with a request of its own, to find the row at fault.
+func (a *Applier) writeUpdates(ctx context.Context, updates []*rowUpdate) {
 	if len(updates) > 1 {
 		err := a.writeRows(ctx, updates)
 		if err == nil || !errors.Is(err, ErrRejected) {
@@ -215,8 +268,6 @@ func (a *Applier) applyRows(ctx context.Context, jobs []*rowJob) {
 			}
 			return
 		}
-		// Some row cannot be written (too large a batch, or a value
-		// Cassandra refuses): write them one at a time to find it.
 	}
 	for _, u := range updates {
 		a.writeUpdate(ctx, u)

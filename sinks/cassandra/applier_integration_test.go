@@ -223,22 +223,30 @@ func TestApplierRejectsBadOperationsAndAppliesTheRest(t *testing.T) {
 	checkTable(t, session, a.view, []Op{good, overflow, last})
 }
 
-// TestApplierWritesRowsTooLargeForOneBatch gives one request rows whose
-// batch Cassandra refuses (over batch_size_fail_threshold, 50 KiB by
-// default): the rows must then be written one at a time, and all apply.
-func TestApplierWritesRowsTooLargeForOneBatch(t *testing.T) {
+// TestApplierWritesLargeRows applies rows too large to share a batch: the
+// Applier must give them requests of their own, and when a batch is still
+// refused (over batch_size_fail_threshold, 50 KiB by default, here forced
+// by lifting batchBytes) fall back to writing its rows one at a time.
+func TestApplierWritesLargeRows(t *testing.T) {
 	session, settings, keyspace := testKeyspace(t)
-	settings.Concurrency = 1 // one worker takes all ten rows at once
-	a := newTestApplier(t, session, testSchema(keyspace), settings)
+	settings.Concurrency = 1 // one worker takes ten rows at once
 	big := strings.Repeat("x", 20<<10)
-	var ops []Op
-	for i := range 10 {
-		ops = append(ops, upsert(fmt.Sprint("u", i), "p0", int64(i+1)).col("url", envelope.MergeSet, big).op())
+	for _, limit := range []int{batchBytes, 1 << 30} {
+		t.Run(fmt.Sprint("batchBytes=", limit), func(t *testing.T) {
+			s := testSchema(keyspace)
+			s.Table = fmt.Sprintf("large_%d", limit)
+			a := newTestApplier(t, session, s, settings)
+			a.batchBytes = limit
+			var ops []Op
+			for i := range 10 {
+				ops = append(ops, upsert(fmt.Sprint("u", i), "p0", int64(i+1)).col("url", envelope.MergeSet, big).op())
+			}
+			if res := applyAll(t, a, ops); res.Rows != len(ops) || res.Applied != len(ops) {
+				t.Errorf("applying %d large rows: %+v, want every row written", len(ops), res)
+			}
+			checkTable(t, session, a.view, ops)
+		})
 	}
-	if res := applyAll(t, a, ops); res.Rows != len(ops) || res.Applied != len(ops) {
-		t.Errorf("applying %d large rows: %+v, want every row written", len(ops), res)
-	}
-	checkTable(t, session, a.view, ops)
 }
 
 func TestEnsureSchemaRefusesADifferentTable(t *testing.T) {

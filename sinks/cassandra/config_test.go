@@ -126,16 +126,16 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("view = %+v", c.View)
 			}
 		}},
-		{name: "explicit values", conf: with(map[string]any{"hosts": "a:9042, b", "batch_size": 10, "linger": "2ms", "row_cache": 0,
+		{name: "explicit values", conf: with(map[string]any{"hosts": "a:9042, b", "batch_size": 10, "linger": "2ms", "row_cache": 0, "rows_per_write": 1,
 			"replication": map[string]any{"class": "NetworkTopologyStrategy", "dc1": "3"}}), check: func(t *testing.T, c Config) {
 			if !slices.Equal(c.Settings.Hosts, []string{"a:9042", "b"}) || c.Settings.BatchSize != 10 || c.Settings.Linger != 2*time.Millisecond ||
-				c.Settings.cacheRows() != 0 || c.Settings.Replication["dc1"] != "3" {
+				c.Settings.cacheRows() != 0 || c.Settings.RowsPerWrite != 1 || c.Settings.Replication["dc1"] != "3" {
 				t.Errorf("settings = %+v", c.Settings)
 			}
 		}},
 		{name: "every problem at once", conf: with(map[string]any{"batch_size": 0, "linger": "soon", "consistency": "MOST",
-			"retry_backoff_min": "2s", "retry_backoff_max": "1s", "table": ""}),
-			wantErr: []string{"batch_size", `linger "soon"`, `consistency "MOST"`, "retry_backoff_max", `table ""`}},
+			"retry_backoff_min": "2s", "retry_backoff_max": "1s", "table": "", "rows_per_write": 0}),
+			wantErr: []string{"batch_size", `linger "soon"`, `consistency "MOST"`, "retry_backoff_max", `table ""`, "rows_per_write"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
