@@ -20,8 +20,8 @@ type Record struct {
 	Key string
 	// Payload is the message body.
 	Payload []byte
-	// Properties are added over the input's properties, which are copied; the
-	// origin position is kept unless set here.
+	// Properties are added over the input's properties (the input's map is
+	// never modified); the origin position is kept unless set here.
 	Properties map[string]string
 	// EventTime is the message's event time; zero means the input's event time.
 	EventTime time.Time
@@ -59,9 +59,19 @@ func FromContext(ctx context.Context) (*FunctionContext, bool) {
 	return fc, ok
 }
 
-// withFunctionContext returns a child of ctx carrying fc.
-func withFunctionContext(ctx context.Context, fc *FunctionContext) context.Context {
-	return context.WithValue(ctx, contextKey{}, fc)
+// handlerContext is the context a handler gets: the run's context carrying
+// the function context, as context.WithValue would make it but living in the
+// input's state instead of an allocation of its own.
+type handlerContext struct {
+	context.Context
+	fc *FunctionContext
+}
+
+func (c *handlerContext) Value(key any) any {
+	if key == (contextKey{}) {
+		return c.fc
+	}
+	return c.Context.Value(key)
 }
 
 // Start runs handler as a Pulsar Function instance under the functions worker
@@ -174,7 +184,8 @@ func (c *FunctionContext) GetUserConfMap() map[string]any { return c.inst.conf.U
 // GetUserConfValue returns one user config value, nil when absent.
 func (c *FunctionContext) GetUserConfValue(key string) any { return c.inst.conf.UserConfig[key] }
 
-// GetCurrentRecord returns the input message being processed.
+// GetCurrentRecord returns the input message being processed. Its
+// properties must not be modified: outputs may share them.
 func (c *FunctionContext) GetCurrentRecord() pulsar.Message { return c.msg }
 
 // Origin returns the origin position of the input message: the one its

@@ -38,7 +38,7 @@ func (c *controlService) GetFunctionStatus(context.Context, *emptypb.Empty) (*in
 		LatestSourceExceptions:   exceptionList(s.latestExceptions(sourceException)),
 		NumSinkExceptions:        s.exceptions[sinkException].total.Load(),
 		LatestSinkExceptions:     exceptionList(s.latestExceptions(sinkException)),
-		AverageLatency:           avgMs(s.latency.sumNanos.Load(), s.latency.count.Load()),
+		AverageLatency:           s.latency.avgMs(),
 		LastInvocationTime:       s.lastInvocationMs.Load(),
 		InstanceId:               strconv.Itoa(c.instanceID),
 	}, nil
@@ -49,19 +49,19 @@ func (c *controlService) metrics() *instancepb.MetricsData {
 	var sys, sys1 int64
 	for _, k := range []exceptionKind{systemException, sourceException, sinkException} {
 		sys += s.exceptions[k].total.Load()
-		sys1 += s.exceptions[k].window.Load()
+		sys1 += s.exceptions[k].window()
 	}
 	return &instancepb.MetricsData{
 		ReceivedTotal:                   s.received.total.Load(),
-		ReceivedTotal_1Min:              s.received.window.Load(),
+		ReceivedTotal_1Min:              s.received.window(),
 		ProcessedSuccessfullyTotal:      s.processed.total.Load(),
-		ProcessedSuccessfullyTotal_1Min: s.processed.window.Load(),
+		ProcessedSuccessfullyTotal_1Min: s.processed.window(),
 		SystemExceptionsTotal:           sys,
 		SystemExceptionsTotal_1Min:      sys1,
 		UserExceptionsTotal:             s.exceptions[userException].total.Load(),
-		UserExceptionsTotal_1Min:        s.exceptions[userException].window.Load(),
-		AvgProcessLatency:               avgMs(s.latency.sumNanos.Load(), s.latency.count.Load()),
-		AvgProcessLatency_1Min:          avgMs(s.latency.windowSumNanos.Load(), s.latency.windowCount.Load()),
+		UserExceptionsTotal_1Min:        s.exceptions[userException].window(),
+		AvgProcessLatency:               s.latency.avgMs(),
+		AvgProcessLatency_1Min:          s.latency.windowAvgMs(),
 		LastInvocation:                  s.lastInvocationMs.Load(),
 		UserMetrics:                     s.userMetricsCopy(),
 	}

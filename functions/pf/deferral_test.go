@@ -19,7 +19,7 @@ func TestDeferredOutcomes(t *testing.T) {
 	for i, p := range []string{"ok", "bad", "later", "early"} {
 		if p == "early" {
 			// An outcome reported before the handler returns still counts.
-			inst.handler = func(ctx context.Context, in []byte) ([]Record, error) {
+			inst.handler = func(ctx context.Context, _ []byte, _ []Record) ([]Record, error) {
 				fc, _ := FromContext(ctx)
 				fc.Defer()(nil)
 				return nil, nil

@@ -36,7 +36,7 @@ func TestAdaptHandlerShapes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			records, err := h.call(t.Context(), []byte("in"))
+			records, err := h.call(t.Context(), []byte("in"), nil)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("error = %v, want %v", err, tt.wantErr)
 			}
@@ -75,7 +75,7 @@ func TestPanicBecomesError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.call(t.Context(), nil)
+	_, err = h.call(t.Context(), nil, nil)
 	var p *PanicError
 	if !errors.As(err, &p) || p.Value != "oops" || len(p.Stack) == 0 {
 		t.Errorf("error = %#v, want a *PanicError with value and stack", err)
@@ -122,5 +122,32 @@ func TestRunRejectsBadInput(t *testing.T) {
 				t.Errorf("Run error = %v, want %v", err, tt.want)
 			}
 		})
+	}
+}
+
+type otherKey struct{}
+
+// The context a handler gets carries the function context through contexts
+// derived from it, and everything of the run's context.
+func TestHandlerContext(t *testing.T) {
+	parent, cancel := context.WithCancel(context.WithValue(t.Context(), otherKey{}, "run"))
+	var got *FunctionContext
+	inst, _ := newTestInstance(t, testConf(), func(ctx context.Context) error {
+		child, stop := context.WithCancel(ctx)
+		defer stop()
+		fc, ok := FromContext(child)
+		if !ok || child.Value(otherKey{}) != "run" {
+			t.Errorf("derived context: function context %v, run's value %v", ok, child.Value(otherKey{}))
+		}
+		got = fc
+		cancel()
+		<-child.Done()
+		return nil
+	})
+	if err := inst.process(parent, ledgerEvent("x", 1), &fakeAcker{}); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || string(got.GetCurrentRecord().Payload()) != "x" {
+		t.Errorf("function context %+v, want the current input's", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
-	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf/internal/instancepb"
 )
 
@@ -111,6 +111,28 @@ func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
 	}
 }
 
+// input is the runtime's state for one input message, from receipt until
+// its outputs are confirmed. It holds in one allocation what the hot path
+// needs per message: the function context the handler gets and the context
+// carrying it, room for one returned record and one output message, and the
+// count of sends in flight.
+type input struct {
+	fc  FunctionContext
+	ctx handlerContext
+	// records has room for the record of a handler that returns one payload.
+	records [1]Record
+	// out are the messages sent for the input; one and first hold a single
+	// output.
+	out   []outbound
+	one   [1]outbound
+	first pulsar.ProducerMessage
+	// success counts the input as processed once out is confirmed; ack
+	// acknowledges it then.
+	success, ack bool
+	remaining    atomic.Int32
+	failed       atomic.Pointer[error]
+}
+
 // process handles one input message: calls the handler (retrying in place
 // with backoff), sends the outputs or the dead letter asynchronously and
 // acknowledges the input once they are confirmed. It returns before the
@@ -127,7 +149,8 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		autoAck = false
 	}
 	origin, err := originOf(msg)
-	fc := &FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks}
+	in := &input{fc: FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks}}
+	in.ctx = handlerContext{Context: ctx, fc: &in.fc}
 	var records []Record
 	attempts := 0
 	if err != nil {
@@ -136,7 +159,7 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 	}
 	for err == nil {
 		attempts++
-		records, err = inst.invoke(ctx, fc)
+		records, err = inst.invoke(in)
 		if err == nil {
 			break
 		}
@@ -150,34 +173,38 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		}
 		err = nil
 	}
-	fc.finished = true
+	in.fc.finished = true
 
 	switch {
 	case err != nil:
-		inst.deadLetter(msg, acks, origin, attempts, err)
-	case fc.deferral != nil:
-		inst.finishLater(fc.deferral, msg, acks, autoAck, origin, records)
+		inst.deadLetter(in, attempts, err)
+	case in.fc.deferral != nil:
+		inst.finishLater(in, autoAck, records)
 	default:
-		inst.send(msg, acks, autoAck, true, inst.outputs(msg, origin, records))
+		inst.send(in, autoAck, true, inst.outputs(in, records))
 	}
 	return nil
 }
 
-// deadLetter sends msg to the dead-letter topic with the reason and
+// deadLetter sends the input to the dead-letter topic with the reason and
 // acknowledges it once the dead letter is confirmed.
-func (inst *instance) deadLetter(msg pulsar.Message, acks acker, origin envelope.Origin, attempts int, reason error) {
+func (inst *instance) deadLetter(in *input, attempts int, reason error) {
+	msg := in.fc.msg
 	inst.log.Warn("sending to dead-letter topic", "topic", msg.Topic(), "id", msg.ID().String(), "attempts", attempts, "error", reason)
-	dl := deadLetter(msg, origin, inst.conf.FQFN(), attempts, reason)
+	setDeadLetter(&in.first, msg, in.fc.origin, inst.conf.FQFN(), attempts, reason)
+	in.one[0] = outbound{topic: inst.conf.DeadLetterTopic, msg: &in.first}
 	// A dead letter is acknowledged whatever the guarantee (unless already
 	// acknowledged on receipt): no handler will ever ack it.
 	ackDead := inst.conf.Guarantee != atMostOnce
-	inst.send(msg, acks, ackDead, false, []outbound{{topic: inst.conf.DeadLetterTopic, msg: dl}})
+	inst.send(in, ackDead, false, in.one[:])
 }
 
-// outputs turns a handler's records into messages for their topics.
-func (inst *instance) outputs(msg pulsar.Message, origin envelope.Origin, records []Record) []outbound {
-	out := make([]outbound, 0, len(records))
-	for _, rec := range records {
+// outputs turns a handler's records into messages for their topics, the
+// first one in the input's own room.
+func (inst *instance) outputs(in *input, records []Record) []outbound {
+	out := in.one[:0]
+	for i := range records {
+		rec := &records[i]
 		topic := rec.Topic
 		if topic == "" {
 			topic = inst.conf.OutputTopic
@@ -185,7 +212,12 @@ func (inst *instance) outputs(msg pulsar.Message, origin envelope.Origin, record
 		if topic == "" {
 			continue // no output topic: the output is dropped, as upstream
 		}
-		out = append(out, outbound{topic: topic, msg: outputMessage(msg, origin, rec)})
+		pm := &in.first
+		if len(out) > 0 {
+			pm = new(pulsar.ProducerMessage)
+		}
+		setOutput(pm, in.fc.msg, in.fc.origin, rec)
+		out = append(out, outbound{topic: topic, msg: pm})
 	}
 	return out
 }
@@ -193,20 +225,20 @@ func (inst *instance) outputs(msg pulsar.Message, origin envelope.Origin, record
 // finishLater finishes an input whose handler deferred its outcome (see
 // FunctionContext.Defer) once the outcome is reported. Until then the input
 // counts as in flight, so shutdown waits for it within its grace.
-func (inst *instance) finishLater(d *deferral, msg pulsar.Message, acks acker, autoAck bool, origin envelope.Origin, records []Record) {
+func (inst *instance) finishLater(in *input, autoAck bool, records []Record) {
 	inst.inFlight.Add(1)
-	d.resolve(func(outcome error) {
+	in.fc.deferral.resolve(func(outcome error) {
 		defer inst.inFlight.Done()
 		switch {
 		case outcome == nil:
-			inst.send(msg, acks, autoAck, true, inst.outputs(msg, origin, records))
+			inst.send(in, autoAck, true, inst.outputs(in, records))
 		case IsPermanent(outcome):
 			inst.stats.recordException(userException, outcome)
-			inst.deadLetter(msg, acks, origin, 1, outcome)
+			inst.deadLetter(in, 1, outcome)
 		default:
 			inst.stats.recordException(userException, outcome)
 			if autoAck {
-				acks.Nack(msg)
+				in.fc.acks.Nack(in.fc.msg)
 			}
 		}
 	})
@@ -219,47 +251,92 @@ type outbound struct {
 }
 
 // send sends out asynchronously; when all are confirmed it counts the input
-// as processed (if success) and acknowledges it (if autoAck). A failed send
-// is a sink exception and negatively acknowledges the input for redelivery.
-func (inst *instance) send(in pulsar.Message, acks acker, autoAck, success bool, out []outbound) {
+// as processed (if success) and acknowledges it (if ack). A failed send is a
+// sink exception and negatively acknowledges the input for redelivery. An
+// input is sent once.
+func (inst *instance) send(in *input, ack, success bool, out []outbound) {
 	inst.inFlight.Add(1)
-	finish := func(err error) {
-		defer inst.inFlight.Done()
-		if err != nil {
-			inst.stats.recordException(sinkException, err)
-			if autoAck {
-				acks.Nack(in)
-			}
-			return
-		}
-		if success {
-			inst.stats.processed.inc()
-		}
-		if autoAck {
-			if ackErr := acks.Ack(in); ackErr != nil {
-				inst.stats.recordException(sourceException, fmt.Errorf("acknowledging %v: %w", in.ID(), ackErr))
-			}
-		}
-	}
+	in.ack, in.success, in.out = ack, success, out
 	if len(out) == 0 {
-		finish(nil)
+		in.finish(nil)
 		return
 	}
-	c := newCompletion(len(out), finish)
+	in.remaining.Store(int32(len(out)))
+	done := in.sent
 	for _, o := range out {
 		// Not the run's ctx: sends already started finish during shutdown.
-		inst.out.sendAsync(context.Background(), o.topic, o.msg, c.done)
+		if err := inst.out.sendAsync(context.Background(), o.topic, o.msg, done); err != nil {
+			in.sendDone(err)
+		}
+	}
+}
+
+// sent is the producer's callback for each of the input's messages.
+func (in *input) sent(_ pulsar.MessageID, msg *pulsar.ProducerMessage, err error) {
+	if err != nil {
+		err = fmt.Errorf("sending to %s: %w", in.topicOf(msg), err)
+	}
+	in.sendDone(err)
+}
+
+// topicOf returns the topic the input's message msg was sent to.
+func (in *input) topicOf(msg *pulsar.ProducerMessage) string {
+	for _, o := range in.out {
+		if o.msg == msg {
+			return o.topic
+		}
+	}
+	return "?"
+}
+
+// sendDone counts one of the input's sends as done, with its error, and
+// finishes the input after the last one with the first error among them.
+func (in *input) sendDone(err error) {
+	if err != nil {
+		failed := err // declared here, so that only a failure allocates
+		in.failed.CompareAndSwap(nil, &failed)
+	}
+	if in.remaining.Add(-1) > 0 {
+		return
+	}
+	var first error
+	if p := in.failed.Load(); p != nil {
+		first = *p
+	}
+	in.finish(first)
+}
+
+// finish counts and acknowledges the input once its sends are over, or
+// negatively acknowledges it when one failed.
+func (in *input) finish(err error) {
+	inst, acks, msg := in.fc.inst, in.fc.acks, in.fc.msg
+	defer inst.inFlight.Done()
+	if err != nil {
+		inst.stats.recordException(sinkException, err)
+		if in.ack {
+			acks.Nack(msg)
+		}
+		return
+	}
+	if in.success {
+		inst.stats.processed.inc()
+	}
+	if in.ack {
+		if ackErr := acks.Ack(msg); ackErr != nil {
+			inst.stats.recordException(sourceException, fmt.Errorf("acknowledging %v: %w", msg.ID(), ackErr))
+		}
 	}
 }
 
 // invoke calls the handler once and returns the records it published and
 // returned, in that order.
-func (inst *instance) invoke(ctx context.Context, fc *FunctionContext) ([]Record, error) {
+func (inst *instance) invoke(in *input) ([]Record, error) {
+	fc := &in.fc
 	fc.published = fc.published[:0]
 	fc.deferral = nil
-	start := time.Now()
-	records, err := inst.handler.call(withFunctionContext(ctx, fc), fc.msg.Payload())
-	inst.stats.recordInvocation(start, time.Since(start))
+	start := inst.stats.now()
+	records, err := inst.handler.call(&in.ctx, fc.msg.Payload(), in.records[:0])
+	inst.stats.recordInvocation(start, inst.stats.now())
 	if err != nil {
 		return nil, err
 	}

@@ -2,10 +2,12 @@ package pf
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
@@ -13,10 +15,15 @@ import (
 )
 
 // sender sends messages asynchronously, keeping the order of the sends of
-// one topic; done is called exactly once per message, from any goroutine.
+// one topic. It calls done exactly once per message it accepts, from any
+// goroutine, possibly before sendAsync returns; when it cannot hand the
+// message to a producer it returns the error instead and never calls done.
 type sender interface {
-	sendAsync(ctx context.Context, topic string, msg *pulsar.ProducerMessage, done func(error))
+	sendAsync(ctx context.Context, topic string, msg *pulsar.ProducerMessage, done sendDone) error
 }
+
+// sendDone is pulsar.Producer.SendAsync's callback.
+type sendDone = func(pulsar.MessageID, *pulsar.ProducerMessage, error)
 
 // acker acknowledges input messages; pulsar.Consumer is one.
 type acker interface {
@@ -27,38 +34,67 @@ type acker interface {
 // originOf returns the origin position an input message carries, or the
 // message's own topic and position when it carries none (a ledger event).
 func originOf(msg pulsar.Message) (envelope.Origin, error) {
-	o, err := envelope.OriginFromProperties(msg.Properties())
-	if errors.Is(err, envelope.ErrNoOrigin) {
+	props := msg.Properties()
+	topic, hasTopic := props[envelope.PropOriginTopic]
+	pos, hasPos := props[envelope.PropOriginPosition]
+	if !hasTopic && !hasPos {
 		id := msg.ID()
 		return envelope.Origin{
 			Topic:    msg.Topic(),
 			Position: envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()},
 		}, nil
 	}
-	return o, err
+	if p, ok := parsePosition(pos); ok && topic != "" {
+		return envelope.Origin{Topic: topic, Position: p}, nil
+	}
+	// Malformed: envelope's reader says how.
+	return envelope.OriginFromProperties(props)
 }
 
-// outputMessage builds the message for rec, filling what rec leaves unset
-// from the input: key, properties (rec's are laid over a copy of the input's),
-// origin and event time.
-func outputMessage(in pulsar.Message, origin envelope.Origin, rec Record) *pulsar.ProducerMessage {
-	inProps := in.Properties()
-	props := make(map[string]string, len(inProps)+len(rec.Properties)+2)
-	for k, v := range inProps {
-		props[k] = v
+// parsePosition reads a well-formed position as envelope.ParsePosition does,
+// without allocating; ok is false for anything else.
+func parsePosition(s string) (p envelope.Position, ok bool) {
+	ledger, rest, ok1 := strings.Cut(s, ":")
+	entry, batch, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 {
+		return p, false
 	}
-	if !origin.IsZero() {
-		origin.SetOn(props)
+	l, errL := strconv.ParseInt(ledger, 10, 64)
+	e, errE := strconv.ParseInt(entry, 10, 64)
+	b, errB := strconv.ParseInt(batch, 10, 32)
+	if errL != nil || errE != nil || errB != nil {
+		return p, false
 	}
-	for k, v := range rec.Properties {
-		props[k] = v
+	return envelope.Position{Ledger: l, Entry: e, Batch: int32(b)}, true
+}
+
+// appendPosition appends p formatted as envelope.Position.String does.
+func appendPosition(b []byte, p envelope.Position) []byte {
+	b = strconv.AppendInt(b, p.Ledger, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, p.Entry, 10)
+	b = append(b, ':')
+	return strconv.AppendInt(b, int64(p.Batch), 10)
+}
+
+// carriesOrigin reports whether props hold origin exactly as
+// envelope.Origin.SetOn would write it.
+func carriesOrigin(props map[string]string, origin envelope.Origin) bool {
+	if origin.IsZero() || props[envelope.PropOriginTopic] != origin.Topic {
+		return false
 	}
-	pm := &pulsar.ProducerMessage{
-		Payload:    rec.Payload,
-		Key:        rec.Key,
-		Properties: props,
-		EventTime:  rec.EventTime,
-	}
+	var buf [64]byte
+	return props[envelope.PropOriginPosition] == string(appendPosition(buf[:0], origin.Position))
+}
+
+// setOutput fills pm, the message for rec, taking what rec leaves unset from
+// the input: key, properties (rec's are laid over the input's), origin and
+// event time.
+func setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, rec *Record) {
+	pm.Payload = rec.Payload
+	pm.Key = rec.Key
+	pm.Properties = outputProperties(in.Properties(), origin, rec.Properties)
+	pm.EventTime = rec.EventTime
 	if pm.Key == "" {
 		pm.Key = in.Key()
 		pm.OrderingKey = in.OrderingKey()
@@ -66,12 +102,32 @@ func outputMessage(in pulsar.Message, origin envelope.Origin, rec Record) *pulsa
 	if pm.EventTime.IsZero() {
 		pm.EventTime = in.EventTime()
 	}
-	return pm
 }
 
-// deadLetter builds the dead-letter message for an input that failed.
-func deadLetter(in pulsar.Message, origin envelope.Origin, fqfn string, attempts int, reason error) *pulsar.ProducerMessage {
-	return outputMessage(in, origin, Record{
+// outputProperties returns a copy of the input's properties with the origin
+// set and then the record's properties laid over them. When that copy would
+// equal the input's (an input that already carries the origin, a record that
+// sets no properties) it returns the input's map itself: neither the runtime
+// nor the producer modifies a message's properties.
+func outputProperties(inProps map[string]string, origin envelope.Origin, recProps map[string]string) map[string]string {
+	if len(recProps) == 0 && carriesOrigin(inProps, origin) {
+		return inProps
+	}
+	props := make(map[string]string, len(inProps)+len(recProps)+2)
+	maps.Copy(props, inProps)
+	if !origin.IsZero() {
+		var buf [64]byte
+		props[envelope.PropOriginTopic] = origin.Topic
+		props[envelope.PropOriginPosition] = string(appendPosition(buf[:0], origin.Position))
+	}
+	maps.Copy(props, recProps)
+	return props
+}
+
+// setDeadLetter fills pm with the dead-letter message for an input that
+// failed.
+func setDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, fqfn string, attempts int, reason error) {
+	setOutput(pm, in, origin, &Record{
 		Payload: in.Payload(),
 		Properties: map[string]string{
 			envelope.PropDeadLetterReason:   reason.Error(),
@@ -82,79 +138,58 @@ func deadLetter(in pulsar.Message, origin envelope.Origin, fqfn string, attempts
 	})
 }
 
-// completion calls finish once all of n sends are done, with the first error
-// among them (nil when all succeeded).
-type completion struct {
-	mu        sync.Mutex
-	remaining int
-	err       error
-	finish    func(error)
-}
-
-func newCompletion(n int, finish func(error)) *completion {
-	return &completion{remaining: n, finish: finish}
-}
-
-func (c *completion) done(err error) {
-	c.mu.Lock()
-	if err != nil && c.err == nil {
-		c.err = err
-	}
-	c.remaining--
-	last, first := c.remaining == 0, c.err
-	c.mu.Unlock()
-	if last {
-		c.finish(first)
-	}
-}
-
-// producers holds one producer per topic, created on first use.
+// producers holds one producer per topic, created on first use. Sends look
+// their producer up without locking: the map is replaced, never modified.
 type producers struct {
 	client  pulsar.Client
 	options func(topic string) pulsar.ProducerOptions
 
+	// mu serializes creating and closing producers.
 	mu      sync.Mutex
-	byTopic map[string]pulsar.Producer
+	byTopic atomic.Pointer[map[string]pulsar.Producer]
 }
 
 func newProducers(client pulsar.Client, options func(topic string) pulsar.ProducerOptions) *producers {
-	return &producers{client: client, options: options, byTopic: map[string]pulsar.Producer{}}
+	p := &producers{client: client, options: options}
+	p.byTopic.Store(&map[string]pulsar.Producer{})
+	return p
 }
 
 // get returns the topic's producer, creating it if needed.
 func (p *producers) get(topic string) (pulsar.Producer, error) {
+	if prod, ok := (*p.byTopic.Load())[topic]; ok {
+		return prod, nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if prod, ok := p.byTopic[topic]; ok {
+	byTopic := *p.byTopic.Load()
+	if prod, ok := byTopic[topic]; ok {
 		return prod, nil
 	}
 	prod, err := p.client.CreateProducer(p.options(topic))
 	if err != nil {
 		return nil, fmt.Errorf("creating producer for %s: %w", topic, err)
 	}
-	p.byTopic[topic] = prod
+	next := maps.Clone(byTopic)
+	next[topic] = prod
+	p.byTopic.Store(&next)
 	return prod, nil
 }
 
-func (p *producers) sendAsync(ctx context.Context, topic string, msg *pulsar.ProducerMessage, done func(error)) {
+func (p *producers) sendAsync(ctx context.Context, topic string, msg *pulsar.ProducerMessage, done sendDone) error {
 	prod, err := p.get(topic)
 	if err != nil {
-		done(err)
-		return
+		return err
 	}
-	prod.SendAsync(ctx, msg, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-		if err != nil {
-			err = fmt.Errorf("sending to %s: %w", topic, err)
-		}
-		done(err)
-	})
+	prod.SendAsync(ctx, msg, done)
+	return nil
 }
 
 // flush waits for every producer's pending sends.
 func (p *producers) flush(ctx context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, prod := range p.byTopic {
+	for _, prod := range *p.byTopic.Load() {
 		_ = prod.FlushWithCtx(ctx)
 	}
 }
@@ -163,8 +198,8 @@ func (p *producers) flush(ctx context.Context) {
 func (p *producers) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for topic, prod := range p.byTopic {
+	for _, prod := range *p.byTopic.Load() {
 		prod.Close()
-		delete(p.byTopic, topic)
 	}
+	p.byTopic.Store(&map[string]pulsar.Producer{})
 }

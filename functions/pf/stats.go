@@ -13,23 +13,36 @@ import (
 // maxLatestExceptions is how many recent exceptions of each kind status shows.
 const maxLatestExceptions = 10
 
-// counter is a running total and its count over the current one-minute window.
-type counter struct{ total, window atomic.Int64 }
+// counter is a running total and its value when the current one-minute
+// window started, so that counting is one atomic addition.
+type counter struct{ total, windowStart atomic.Int64 }
 
-func (c *counter) inc() { c.total.Add(1); c.window.Add(1) }
+func (c *counter) inc() { c.total.Add(1) }
 
-// latency sums process latencies over the total and the window.
+// window returns the count over the current one-minute window.
+func (c *counter) window() int64 {
+	start := c.windowStart.Load() // first: a reset in between must not make the count negative
+	return c.total.Load() - start
+}
+
+func (c *counter) resetWindow() { c.windowStart.Store(c.total.Load()) }
+
+// latency sums process latencies, in counters so that the window's sum and
+// count are kept as for any count.
 type latency struct {
-	sumNanos, count             atomic.Int64
-	windowSumNanos, windowCount atomic.Int64
+	sumNanos, count counter
 }
 
 func (l *latency) observe(d time.Duration) {
-	l.sumNanos.Add(int64(d))
-	l.count.Add(1)
-	l.windowSumNanos.Add(int64(d))
-	l.windowCount.Add(1)
+	l.sumNanos.total.Add(int64(d))
+	l.count.inc()
 }
+
+// avgMs is the average latency in ms over the total.
+func (l *latency) avgMs() float64 { return avgMs(l.sumNanos.total.Load(), l.count.total.Load()) }
+
+// windowAvgMs is the average latency in ms over the current window.
+func (l *latency) windowAvgMs() float64 { return avgMs(l.sumNanos.window(), l.count.window()) }
 
 func avgMs(sumNanos, count int64) float64 {
 	if count == 0 {
@@ -62,13 +75,20 @@ type stats struct {
 	exceptions          [exceptionKinds]counter
 	latency             latency
 	lastInvocationMs    atomic.Int64
+	// started is when the stats were made. Invocations are timed by the
+	// monotonic clock since then, one cheap clock read at each end instead
+	// of a wall-clock read too.
+	started time.Time
 
 	mu          sync.Mutex
 	latest      [exceptionKinds][]exceptionInfo
 	userMetrics map[string]float64
 }
 
-func newStats() *stats { return &stats{userMetrics: map[string]float64{}} }
+func newStats() *stats { return &stats{userMetrics: map[string]float64{}, started: time.Now()} }
+
+// now returns the time since the stats were made, by the monotonic clock.
+func (s *stats) now() time.Duration { return time.Since(s.started) }
 
 func (s *stats) recordException(kind exceptionKind, err error) {
 	s.exceptions[kind].inc()
@@ -81,9 +101,11 @@ func (s *stats) recordException(kind exceptionKind, err error) {
 	s.latest[kind] = l
 }
 
-func (s *stats) recordInvocation(start time.Time, took time.Duration) {
-	s.latency.observe(took)
-	s.lastInvocationMs.Store(start.UnixMilli())
+// recordInvocation records a handler call between start and end, both
+// taken with now.
+func (s *stats) recordInvocation(start, end time.Duration) {
+	s.latency.observe(end - start)
+	s.lastInvocationMs.Store(s.started.Add(start).UnixMilli())
 }
 
 func (s *stats) recordUserMetric(name string, value float64) {
@@ -110,13 +132,13 @@ func (s *stats) userMetricsCopy() map[string]float64 {
 
 // resetWindow starts a new one-minute window.
 func (s *stats) resetWindow() {
-	s.received.window.Store(0)
-	s.processed.window.Store(0)
+	s.received.resetWindow()
+	s.processed.resetWindow()
 	for i := range s.exceptions {
-		s.exceptions[i].window.Store(0)
+		s.exceptions[i].resetWindow()
 	}
-	s.latency.windowSumNanos.Store(0)
-	s.latency.windowCount.Store(0)
+	s.latency.sumNanos.resetWindow()
+	s.latency.count.resetWindow()
 }
 
 // collector exposes stats to Prometheus under the metric names and labels
@@ -140,7 +162,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	both := func(name, help string, ctr *counter) {
 		gauge(name, help, ctr.total.Load())
-		gauge(name+"_1min", help+" in the last minute", ctr.window.Load())
+		gauge(name+"_1min", help+" in the last minute", ctr.window())
 	}
 	both("received_total", "Messages received.", &c.s.received)
 	both("processed_successfully_total", "Messages processed successfully.", &c.s.processed)
@@ -148,7 +170,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	var sys, sys1 int64
 	for _, k := range []exceptionKind{systemException, sourceException, sinkException} {
 		sys += c.s.exceptions[k].total.Load()
-		sys1 += c.s.exceptions[k].window.Load()
+		sys1 += c.s.exceptions[k].window()
 	}
 	gauge("system_exceptions_total", "Runtime errors.", sys)
 	gauge("system_exceptions_total_1min", "Runtime errors in the last minute.", sys1)
@@ -156,9 +178,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 	l := &c.s.latency
 	ch <- prometheus.MustNewConstSummary(metricDesc("process_latency_ms", "Handler latency.", c.labels),
-		uint64(l.count.Load()), float64(l.sumNanos.Load())/1e6, nil)
+		uint64(l.count.total.Load()), float64(l.sumNanos.total.Load())/1e6, nil)
 	ch <- prometheus.MustNewConstSummary(metricDesc("process_latency_ms_1min", "Handler latency in the last minute.", c.labels),
-		uint64(l.windowCount.Load()), float64(l.windowSumNanos.Load())/1e6, nil)
+		uint64(l.count.window()), float64(l.sumNanos.window())/1e6, nil)
 
 	for kind, name := range map[exceptionKind]string{userException: "user_exception", systemException: "system_exception"} {
 		desc := metricDesc(name, "Recent exceptions, valued by when they happened (ms since the epoch).", c.labels, "error")

@@ -1,0 +1,145 @@
+package pf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/foldline/foldline/functions/envelope"
+)
+
+// The runtime reads and writes positions without allocating; it must agree
+// with envelope, which defines the format.
+func TestPositionFormatMatchesEnvelope(t *testing.T) {
+	for _, s := range []string{
+		"1:2:3", "0:0:0", "-1:-2:-3", "+1:2:3", "01:2:3", "123456789012:34:5",
+		"9223372036854775807:9223372036854775807:2147483647", "9223372036854775808:0:0", "1:2:2147483648",
+		"", "1:2", "1:2:3:4", "a:b:c", " 1:2:3", "1::3", "1:2:",
+	} {
+		want, wantErr := envelope.ParsePosition(s)
+		got, ok := parsePosition(s)
+		if ok != (wantErr == nil) || (ok && got != want) {
+			t.Errorf("parsePosition(%q) = %v, %v; envelope: %v, %v", s, got, ok, want, wantErr)
+		}
+		if wantErr == nil {
+			if got := string(appendPosition(nil, want)); got != want.String() {
+				t.Errorf("appendPosition(%v) = %q, envelope: %q", want, got, want.String())
+			}
+		}
+	}
+}
+
+func TestOriginOf(t *testing.T) {
+	tests := []struct {
+		name    string
+		props   map[string]string
+		want    envelope.Origin
+		wantErr string
+	}{
+		{name: "ledger event", props: map[string]string{"type": "x"}, want: envelope.Origin{Topic: inTopic, Position: envelope.Position{Ledger: 7, Entry: 4, Batch: 1}}},
+		{name: "derived", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l", envelope.PropOriginPosition: "1:2:3"},
+			want: envelope.Origin{Topic: "persistent://t/n/l", Position: envelope.Position{Ledger: 1, Entry: 2, Batch: 3}}},
+		{name: "bad position", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l", envelope.PropOriginPosition: "1:2"}, wantErr: "want ledger:entry:batch"},
+		{name: "no position", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l"}, wantErr: "want ledger:entry:batch"},
+		{name: "empty topic", props: map[string]string{envelope.PropOriginTopic: "", envelope.PropOriginPosition: "1:2:3"}, wantErr: "is missing"},
+		{name: "no topic", props: map[string]string{envelope.PropOriginPosition: "1:2:3"}, wantErr: "is missing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg := ledgerEvent("x", 4)
+			msg.props = tt.props
+			got, err := originOf(msg)
+			if tt.wantErr != "" {
+				_, envErr := envelope.OriginFromProperties(tt.props)
+				if err == nil || err.Error() != envErr.Error() || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("error = %v, want envelope's %v", err, envErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("originOf = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestOutputProperties(t *testing.T) {
+	origin := envelope.Origin{Topic: "persistent://t/n/l", Position: envelope.Position{Ledger: 1, Entry: 2, Batch: 3}}
+	carrying := map[string]string{"type": "x", envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "1:2:3"}
+	tests := []struct {
+		name      string
+		in, rec   map[string]string
+		origin    envelope.Origin
+		want      map[string]string
+		wantShare bool
+	}{
+		{name: "input carries the origin: shared", in: carrying, origin: origin, want: carrying, wantShare: true},
+		{name: "record sets properties", in: carrying, rec: map[string]string{"type": "y"}, origin: origin,
+			want: map[string]string{"type": "y", envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "1:2:3"}},
+		{name: "ledger event gets the origin", in: map[string]string{"type": "x"}, origin: origin, want: carrying},
+		{name: "position not as written: rewritten", in: map[string]string{envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "01:2:3"}, origin: origin,
+			want: map[string]string{envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "1:2:3"}},
+		{name: "no origin: a copy", in: map[string]string{"type": "x"}, want: map[string]string{"type": "x"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := fmt.Sprint(tt.in)
+			got := outputProperties(tt.in, tt.origin, tt.rec)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("properties %v, want %v", got, tt.want)
+			}
+			if shared := reflect.ValueOf(got).UnsafePointer() == reflect.ValueOf(tt.in).UnsafePointer(); shared != tt.wantShare {
+				t.Errorf("shares the input's map: %v, want %v", shared, tt.wantShare)
+			}
+			if fmt.Sprint(tt.in) != before {
+				t.Errorf("input properties changed to %v", tt.in)
+			}
+		})
+	}
+}
+
+// A failed send of one of several outputs names its topic, and the input is
+// negatively acknowledged once all sends are over.
+func TestFailedSendOfSeveralOutputs(t *testing.T) {
+	const audit = "persistent://t/n/audit"
+	inst, out := newTestInstance(t, testConf(), func(context.Context, []byte) ([]Record, error) {
+		return []Record{{Payload: []byte("1")}, {Topic: audit, Payload: []byte("2")}, {Payload: []byte("3")}}, nil
+	})
+	out.fail[audit] = errors.New("broker gone")
+	acks := &fakeAcker{}
+	if err := inst.process(t.Context(), ledgerEvent("x", 1), acks); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.sent) != 3 || len(acks.acked) != 0 || len(acks.nacked) != 1 {
+		t.Fatalf("sent %d, acked %v, nacked %v; want 3 sent and the input nacked", len(out.sent), acks.acked, acks.nacked)
+	}
+	latest := inst.stats.latestExceptions(sinkException)
+	if len(latest) != 1 || latest[0].text != "sending to "+audit+": broker gone" {
+		t.Errorf("sink exceptions %+v, want one naming %s", latest, audit)
+	}
+}
+
+// failingProducers cannot create producers.
+type failingProducers struct{ fakeSender }
+
+func (*failingProducers) sendAsync(_ context.Context, topic string, _ *pulsar.ProducerMessage, _ sendDone) error {
+	return fmt.Errorf("creating producer for %s: %w", topic, errors.New("not allowed"))
+}
+
+func TestSendWithoutProducerIsASinkException(t *testing.T) {
+	inst, _ := newTestInstance(t, testConf(), func(in []byte) ([]byte, error) { return in, nil })
+	inst.out = &failingProducers{}
+	acks := &fakeAcker{}
+	if err := inst.process(t.Context(), ledgerEvent("x", 1), acks); err != nil {
+		t.Fatal(err)
+	}
+	latest := inst.stats.latestExceptions(sinkException)
+	if len(acks.nacked) != 1 || len(latest) != 1 || latest[0].text != "creating producer for "+outTopic+": not allowed" {
+		t.Errorf("nacked %v, sink exceptions %+v", acks.nacked, latest)
+	}
+}
