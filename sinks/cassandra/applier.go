@@ -116,14 +116,16 @@ func (a *Applier) Close() {
 
 func (a *Applier) work() {
 	for {
-		jobs := a.queue.take(a.settings.RowsPerWrite)
-		if jobs == nil {
+		tasks := a.queue.take(a.settings.RowsPerWrite)
+		if tasks == nil {
 			return
 		}
-		a.applyRows(jobs[0].ctx, jobs)
-		for _, job := range jobs {
-			a.queue.done(job)
-			job.batch.wg.Done()
+		a.applyRows(tasks[0][0].ctx, tasks)
+		for _, task := range tasks {
+			a.queue.done(task)
+			for _, job := range task {
+				job.batch.wg.Done()
+			}
 		}
 	}
 }
@@ -184,16 +186,18 @@ func (a *Applier) Start(ctx context.Context, ops []Op) *Pending {
 	return p
 }
 
-// rowUpdate is a row of a job, folded and waiting for its write.
+// rowUpdate is a row folded with the operations of one task (the row's
+// jobs, in order) and waiting for its write.
 type rowUpdate struct {
-	job           *rowJob
+	jobs          []*rowJob
 	before, after *rowState
 	write         rowWrite
-	res           Result
+	res           []Result // per job
 }
 
-// applyRows reads (or recalls) the rows of jobs, folds their operations, and
-// writes the changed rows with one request as far as they fit in batchBytes:
+// applyRows reads (or recalls) the rows of tasks, folds the operations of
+// each task's jobs in order into one write per row, and writes the changed
+// rows with one request as far as they fit in batchBytes:
 // an unlogged batch of the rows' UPDATEs. Each UPDATE is one partition's
 // mutation, which Cassandra applies atomically and in isolation whatever
 // happens to the others, so a row's values and positions stay together as
@@ -201,13 +205,13 @@ type rowUpdate struct {
 // and rewriting a row with the same values and positions changes nothing.
 // Every job's results go to its own batch, at the indices of its
 // operations, which no other goroutine touches.
-func (a *Applier) applyRows(ctx context.Context, jobs []*rowJob) {
-	if len(jobs) > 1 {
-		a.readUncached(ctx, jobs)
+func (a *Applier) applyRows(ctx context.Context, tasks [][]*rowJob) {
+	if len(tasks) > 1 {
+		a.readUncached(ctx, tasks)
 	}
-	updates := make([]*rowUpdate, 0, len(jobs))
-	for _, job := range jobs {
-		if u := a.foldRow(ctx, job); u != nil {
+	updates := make([]*rowUpdate, 0, len(tasks))
+	for _, task := range tasks {
+		if u := a.foldRow(ctx, task); u != nil {
 			updates = append(updates, u)
 		}
 	}
@@ -239,7 +243,7 @@ func (u *rowUpdate) size() int {
 		return 24
 	}
 	n := 0
-	for _, k := range u.job.group.key {
+	for _, k := range u.jobs[0].group.key {
 		n += valueSize(k)
 	}
 	for i, v := range u.after.values {
@@ -274,19 +278,19 @@ func (a *Applier) writeUpdates(ctx context.Context, updates []*rowUpdate) {
 	}
 }
 
-// readUncached reads ahead, with one query, the rows of jobs that are
+// readUncached reads ahead, with one query, the rows of tasks that are
 // neither cached nor read ahead by Start: rows that had a write of ours
-// queued then. Each job is its row's first unfinished one, so nothing of
+// queued then. A task holds its row's first unfinished job, so nothing of
 // ours is in flight for these rows now. Rows the read misses are read one
 // by one by loadRow.
-func (a *Applier) readUncached(ctx context.Context, jobs []*rowJob) {
+func (a *Applier) readUncached(ctx context.Context, tasks [][]*rowJob) {
 	if a.prefetchCQL == "" {
 		return
 	}
 	var want []*rowGroup
-	for _, job := range jobs {
-		if job.group.before == nil && !a.cache.has(job.group.rowKey) {
-			want = append(want, job.group)
+	for _, task := range tasks {
+		if g := task[0].group; g.before == nil && !a.cache.has(g.rowKey) {
+			want = append(want, g)
 		}
 	}
 	if len(want) > 1 {
@@ -294,33 +298,36 @@ func (a *Applier) readUncached(ctx context.Context, jobs []*rowJob) {
 	}
 }
 
-// foldRow reads (or recalls) a job's row and folds its operations. It
-// returns nil, with the job's results recorded, when there is nothing to
-// write.
-func (a *Applier) foldRow(ctx context.Context, job *rowJob) *rowUpdate {
-	g, errs := job.group, job.batch.res.Errs
-	before, err := a.loadRow(ctx, g)
+// foldRow reads (or recalls) a task's row and folds the operations of its
+// jobs in order. It returns nil, with the jobs' results recorded, when
+// there is nothing to write.
+func (a *Applier) foldRow(ctx context.Context, task []*rowJob) *rowUpdate {
+	before, err := a.loadRow(ctx, task[0].group)
 	if err != nil {
-		failAll(g, errs, err)
+		failJobs(task, err)
 		return nil
 	}
-	u := &rowUpdate{job: job, before: before, after: before.clone()}
+	u := &rowUpdate{jobs: task, before: before, after: before.clone(), res: make([]Result, len(task))}
 	sawDelete := false
-	for _, op := range g.ops {
-		applied, err := a.view.fold(u.after, op)
-		switch {
-		case err != nil:
-			errs[op.index] = fmt.Errorf("%w: %w", ErrRejected, err)
-		case applied:
-			u.res.Applied++
-			sawDelete = sawDelete || op.kind == envelope.OpDelete
-		default:
-			u.res.Redelivered++
+	for i, job := range task {
+		for _, op := range job.group.ops {
+			applied, err := a.view.fold(u.after, op)
+			switch {
+			case err != nil:
+				job.batch.res.Errs[op.index] = fmt.Errorf("%w: %w", ErrRejected, err)
+			case applied:
+				u.res[i].Applied++
+				sawDelete = sawDelete || op.kind == envelope.OpDelete
+			default:
+				u.res[i].Redelivered++
+			}
 		}
 	}
 	w, changed := diff(before, u.after, sawDelete)
 	if !changed {
-		job.batch.add(u.res)
+		for i, job := range task {
+			job.batch.add(u.res[i])
+		}
 		return nil
 	}
 	u.write = w
@@ -329,34 +336,54 @@ func (a *Applier) foldRow(ctx context.Context, job *rowJob) *rowUpdate {
 
 // writeUpdate writes one folded row with a request of its own.
 func (a *Applier) writeUpdate(ctx context.Context, u *rowUpdate) {
-	err := a.writeRow(ctx, u.job.group.key, u.after, u.write)
-	if errors.Is(err, ErrRejected) {
-		// One of the operations makes the row unwritable; find which by
-		// writing them one at a time.
-		u.job.batch.add(a.applyOneByOne(ctx, u.job.group, u.before, u.job.batch.res.Errs))
+	err := a.writeRow(ctx, u.jobs[0].group.key, u.after, u.write)
+	if !errors.Is(err, ErrRejected) {
+		a.finishRow(u, err)
 		return
 	}
-	a.finishRow(u, err)
+	// One of the operations makes the row unwritable; find which by
+	// writing them one at a time.
+	state := u.before
+	for i, job := range u.jobs {
+		res, next, err := a.applyOneByOne(ctx, job.group, state, job.batch.res.Errs)
+		job.batch.add(res)
+		if err != nil {
+			failJobs(u.jobs[i+1:], err)
+			return
+		}
+		state = next
+	}
 }
 
 // finishRow records the outcome of a row's write: on success the row is
-// cached and counted; on failure its operations get err, and the cache
-// forgets the row, which Cassandra may or may not hold.
+// cached and the write counted (once, with the first job); on failure the
+// operations get err, and the cache forgets the row, which Cassandra may
+// or may not hold.
 func (a *Applier) finishRow(u *rowUpdate, err error) {
-	g := u.job.group
+	rowKey := u.jobs[0].group.rowKey
 	if err != nil {
-		failAll(g, u.job.batch.res.Errs, err)
-		a.cache.forget(g.rowKey)
+		failJobs(u.jobs, err)
+		a.cache.forget(rowKey)
 		return
 	}
-	u.res.Rows++
-	a.cache.put(g.rowKey, u.after)
-	u.job.batch.add(u.res)
+	u.res[0].Rows++
+	a.cache.put(rowKey, u.after)
+	for i, job := range u.jobs {
+		job.batch.add(u.res[i])
+	}
 }
 
-// applyOneByOne writes each operation of a row separately, rejecting those
-// Cassandra refuses and keeping the rest.
-func (a *Applier) applyOneByOne(ctx context.Context, g *rowGroup, before *rowState, errs []error) Result {
+func failJobs(jobs []*rowJob, err error) {
+	for _, job := range jobs {
+		failAll(job.group, job.batch.res.Errs, err)
+	}
+}
+
+// applyOneByOne writes each operation of a row separately from before,
+// rejecting those Cassandra refuses and keeping the rest, and returns the
+// row as written. When a write fails for another reason it gives the
+// row's remaining operations that error, forgets the row, and returns it.
+func (a *Applier) applyOneByOne(ctx context.Context, g *rowGroup, before *rowState, errs []error) (Result, *rowState, error) {
 	var res Result
 	state := before
 	for _, op := range g.ops {
@@ -380,11 +407,11 @@ func (a *Applier) applyOneByOne(ctx context.Context, g *rowGroup, before *rowSta
 		default:
 			failAll(g, errs, err)
 			a.cache.forget(g.rowKey)
-			return res
+			return res, nil, err
 		}
 	}
 	a.cache.put(g.rowKey, state)
-	return res
+	return res, state, nil
 }
 
 func failAll(g *rowGroup, errs []error, err error) {
@@ -488,7 +515,7 @@ func (a *Applier) writeRow(ctx context.Context, key []any, after *rowState, w ro
 func (a *Applier) writeRows(ctx context.Context, updates []*rowUpdate) error {
 	entries := make([]gocql.BatchEntry, len(updates))
 	for i, u := range updates {
-		stmt, args := a.rowStatement(u.job.group.key, u.after, u.write)
+		stmt, args := a.rowStatement(u.jobs[0].group.key, u.after, u.write)
 		entries[i] = gocql.BatchEntry{Stmt: stmt, Args: args, Idempotent: true}
 	}
 	what := fmt.Sprintf("writing %d rows of %s", len(updates), a.view.schema.Table)

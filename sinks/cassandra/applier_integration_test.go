@@ -186,6 +186,43 @@ func TestApplierExactlyOnceEffect(t *testing.T) {
 	}
 }
 
+// TestApplierPipelinedBatches starts overlapping batches (each redelivers
+// half of the one before) without waiting, so a row's writes of several
+// batches queue behind each other (one worker writing a row per request
+// makes sure of it) and fold into shared writes, and checks the table
+// against the reference fold of each operation once.
+func TestApplierPipelinedBatches(t *testing.T) {
+	session, settings, keyspace := testKeyspace(t)
+	ops := generateOps(rand.New(rand.NewPCG(5, 6)), 1500, 40, []string{"ledger-p0", "ledger-p1"})
+	for i, workers := range []int{1, settings.Concurrency} {
+		for _, cache := range []int{0, -1} {
+			t.Run(fmt.Sprintf("concurrency=%d,row_cache=%d", workers, cache), func(t *testing.T) {
+				s := testSchema(keyspace)
+				s.Table = fmt.Sprintf("pipelined_%d_%d", i, -cache)
+				st := settings
+				st.RowCache = cache
+				st.Concurrency = workers
+				if workers == 1 {
+					st.RowsPerWrite = 1
+				}
+				a := newTestApplier(t, session, s, st)
+				var started []*Pending
+				for i := 0; i < len(ops); i += 100 {
+					started = append(started, a.Start(t.Context(), ops[max(i-50, 0):min(i+100, len(ops))]))
+				}
+				for _, p := range started {
+					for i, err := range p.Wait().Errs {
+						if err != nil {
+							t.Fatalf("operation %d: %v", i, err)
+						}
+					}
+				}
+				checkTable(t, session, a.view, ops)
+			})
+		}
+	}
+}
+
 func TestApplierDeleteThenStaleUpsert(t *testing.T) {
 	session, settings, keyspace := testKeyspace(t)
 	s := testSchema(keyspace)

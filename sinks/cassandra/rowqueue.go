@@ -55,10 +55,12 @@ func (q *rowQueue) push(job *rowJob) {
 	}
 }
 
-// take returns the oldest ready jobs, at least one and at most n, all of
-// the first one's context; it waits for a ready job, and returns nil once
-// the queue is closed and every job has finished.
-func (q *rowQueue) take(n int) []*rowJob {
+// take returns the oldest ready rows, at least one and at most n, each as
+// a task: its ready job and the jobs waiting behind it, in push order, all
+// of the first job's context (a row's later batches are folded into the
+// same write). It waits for a ready row, and returns nil once the queue is
+// closed and every job has finished.
+func (q *rowQueue) take(n int) [][]*rowJob {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.ready) == 0 {
@@ -67,22 +69,27 @@ func (q *rowQueue) take(n int) []*rowJob {
 		}
 		q.work.Wait()
 	}
-	k := 1
-	for k < min(n, len(q.ready)) && q.ready[k].ctx == q.ready[0].ctx {
-		k++
+	ctx := q.ready[0].ctx
+	var tasks [][]*rowJob
+	for len(tasks) < n && len(q.ready) > 0 && q.ready[0].ctx == ctx {
+		jobs := q.rows[q.ready[0].group.rowKey]
+		k := 1
+		for k < len(jobs) && jobs[k].ctx == ctx {
+			k++
+		}
+		tasks = append(tasks, jobs[:k:k])
+		q.ready[0] = nil
+		q.ready = q.ready[1:]
 	}
-	jobs := append([]*rowJob(nil), q.ready[:k]...)
-	clear(q.ready[:k])
-	q.ready = q.ready[k:]
-	return jobs
+	return tasks
 }
 
-// done marks a taken job finished, making the next job of its row ready.
-func (q *rowQueue) done(job *rowJob) {
+// done marks a taken task finished, making the next job of its row ready.
+func (q *rowQueue) done(task []*rowJob) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	key := job.group.rowKey
-	waiting := q.rows[key][1:]
+	key := task[0].group.rowKey
+	waiting := q.rows[key][len(task):]
 	if len(waiting) == 0 {
 		delete(q.rows, key)
 	} else {
@@ -90,8 +97,8 @@ func (q *rowQueue) done(job *rowJob) {
 		q.ready = append(q.ready, waiting[0])
 		q.work.Signal()
 	}
-	q.queued--
-	q.room.Signal()
+	q.queued -= len(task)
+	q.room.Broadcast()
 	if q.closed && q.queued == 0 {
 		q.work.Broadcast()
 	}

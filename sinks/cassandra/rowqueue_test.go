@@ -8,8 +8,8 @@ import (
 
 // TestRowQueueKeepsEachRowInOrder pushes several batches of rows, some on
 // the same row, and checks that jobs of one row never overlap and run in
-// push order, and that close lets the workers return once everything has
-// run.
+// push order (a task holding several of them in order), and that close lets
+// the workers return once everything has run.
 func TestRowQueueKeepsEachRowInOrder(t *testing.T) {
 	q := newRowQueue(5) // smaller than the pushes, so push must block and resume
 	const workers, rows, batches = 4, 3, 10
@@ -20,27 +20,32 @@ func TestRowQueueKeepsEachRowInOrder(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for {
-				jobs := q.take(2)
-				if jobs == nil {
+				tasks := q.take(2)
+				if tasks == nil {
 					return
 				}
 				mu.Lock()
-				for _, job := range jobs {
-					key := job.group.rowKey
+				for _, task := range tasks {
+					key := task[0].group.rowKey
 					if running[key] {
 						t.Errorf("row %s runs twice at once", key)
 					}
 					running[key] = true
-					seen[key] = append(seen[key], job.group.ops[0].index)
+					for _, job := range task {
+						if job.group.rowKey != key {
+							t.Errorf("a task of row %s holds a job of row %s", key, job.group.rowKey)
+						}
+						seen[key] = append(seen[key], job.group.ops[0].index)
+					}
 				}
 				mu.Unlock()
 				mu.Lock()
-				for _, job := range jobs {
-					delete(running, job.group.rowKey)
+				for _, task := range tasks {
+					delete(running, task[0].group.rowKey)
 				}
 				mu.Unlock()
-				for _, job := range jobs {
-					q.done(job)
+				for _, task := range tasks {
+					q.done(task)
 				}
 			}
 		})
