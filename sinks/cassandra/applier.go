@@ -48,7 +48,7 @@ type Applier struct {
 
 	selectCQL, appendCQL, replaceCQL string
 	// prefetchCQL reads many rows by key with IN; "" when the view's key
-	// does not allow it (see prefetchable).
+	// does not allow it (see prefetchStatement).
 	prefetchCQL string
 	// batchBytes is the most one batch of rows should write (a variable
 	// for tests).
@@ -56,9 +56,7 @@ type Applier struct {
 
 	// startMu keeps the rows of one batch queued before the next batch's.
 	startMu sync.Mutex
-	// queue holds the started rows until a worker has written them: a row
-	// with nothing in it has no write of ours in flight, so what Cassandra
-	// holds for it is current and may be read ahead.
+	// queue holds the started rows until a worker has written them.
 	queue *rowQueue
 }
 
@@ -179,7 +177,6 @@ func (a *Applier) Start(ctx context.Context, ops []Op) *Pending {
 	p.wg.Add(len(groups))
 	a.startMu.Lock()
 	defer a.startMu.Unlock()
-	a.prefetch(ctx, groups)
 	for _, g := range groups {
 		a.queue.push(&rowJob{ctx: ctx, group: g, batch: p})
 	}
@@ -206,9 +203,7 @@ type rowUpdate struct {
 // Every job's results go to its own batch, at the indices of its
 // operations, which no other goroutine touches.
 func (a *Applier) applyRows(ctx context.Context, tasks [][]*rowJob) {
-	if len(tasks) > 1 {
-		a.readUncached(ctx, tasks)
-	}
+	a.readUncached(ctx, tasks)
 	updates := make([]*rowUpdate, 0, len(tasks))
 	for _, task := range tasks {
 		if u := a.foldRow(ctx, task); u != nil {
@@ -278,11 +273,14 @@ func (a *Applier) writeUpdates(ctx context.Context, updates []*rowUpdate) {
 	}
 }
 
-// readUncached reads ahead, with one query, the rows of tasks that are
-// neither cached nor read ahead by Start: rows that had a write of ours
-// queued then. A task holds its row's first unfinished job, so nothing of
-// ours is in flight for these rows now. Rows the read misses are read one
-// by one by loadRow.
+// readUncached reads, with one IN query, the rows of tasks that are not
+// cached, so that a worker writing several new rows makes two round trips
+// rather than one per row and one write. A task holds its row's first
+// unfinished job, so no write of ours is in flight for these rows and what
+// Cassandra returns is current. Rows the read misses (a failed read, one
+// row, or a view that cannot be read with IN) are read one by one by
+// loadRow. The read happens in the workers, not in Start, so that starting
+// batches never waits for Cassandra.
 func (a *Applier) readUncached(ctx context.Context, tasks [][]*rowJob) {
 	if a.prefetchCQL == "" {
 		return

@@ -17,11 +17,15 @@
 // a crash leaves either the old row with the old positions or the new row
 // with the new ones, never values without their positions. A redelivered
 // batch, or one that crashed half way, therefore applies exactly the
-// operations that are not in the row yet.
+// operations that are not in the row yet. Several rows' UPDATEs may travel
+// in one unlogged batch: that changes nothing of the above, as each stays
+// one partition's mutation; the batch as a whole is not atomic and need not
+// be.
 //
 // A delete keeps the row as a tombstone (ColumnDeleted true, values null)
 // that remembers its positions, so a redelivered older upsert is recognised
-// and cannot resurrect it.
+// and cannot resurrect it. ColumnDeleted is written only when it changes, so
+// it is null on a row never deleted.
 //
 // Why read-fold-write and not write timestamps or lightweight transactions:
 // USING TIMESTAMP derived from positions cannot express add, and positions of
@@ -29,7 +33,8 @@
 // transaction (IF fl_applied = ?) would also guard against two writers of
 // one row, but costs a Paxos round per write, several times a plain write.
 // The sink relies on a single writer per row instead: Apply calls are
-// serialised, each row is read, folded and written by one goroutine, and
+// serialised, each row is read, folded and written by one goroutine at a
+// time, and
 // the deployment gives each key one sink instance (one instance, or a
 // key-ordered subscription). Writes are plain, idempotent UPDATEs.
 //
@@ -43,8 +48,16 @@
 // # Batching
 //
 // Apply takes a batch, coalesces the operations of each row into one write,
-// and writes Settings.Concurrency rows at a time with prepared statements
-// and token-aware routing. Batcher turns single handler calls into batches.
+// and queues the rows without waiting for Cassandra. Settings.Concurrency
+// workers each take up to Settings.RowsPerWrite rows that are ready (no
+// earlier write of the row pending), with the row's later batches already
+// queued, read the uncached ones with one IN query (for a view keyed by one
+// column), fold, and write them with one request: an unlogged batch of the
+// rows' UPDATEs (about 4 KiB at most, below Cassandra's batch size
+// warning), with prepared statements and token-aware routing (by the first
+// row's key). A batch Cassandra refuses is written again a row at a time.
+// Batcher turns single handler calls into batches.
+//
 // An operation is reported applied only after Cassandra confirmed its row's
 // write; failures other than a rejected operation are retried with backoff
 // forever, so while Cassandra is down nothing is acknowledged or dropped.

@@ -253,8 +253,8 @@ type rowGroup struct {
 	key    []any
 	rowKey string
 	ops    []boundOp
-	// before is the row as Cassandra held it when its batch started, when
-	// the applier read it ahead (prefetch); nil otherwise.
+	// before is the row as Cassandra holds it, when its worker read it
+	// together with other rows (readUncached); nil otherwise.
 	before *rowState
 }
 

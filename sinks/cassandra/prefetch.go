@@ -5,11 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 )
-
-// prefetchChunk is how many rows one read ahead asks for.
-const prefetchChunk = 100
 
 // exactKeyTypes are the key types whose values come back from Cassandra
 // exactly as operations carry them, so that a row read ahead is matched to
@@ -35,37 +31,6 @@ func prefetchStatement(s ViewSchema) string {
 	return fmt.Sprintf("SELECT %s, %s, %s, %s, %s FROM %s WHERE %s IN ?",
 		quote(s.Key[0].Name), strings.Join(cols, ", "), ColumnDeleted, ColumnLatestAt, ColumnApplied,
 		s.qualifiedTable(), quote(s.Key[0].Name))
-}
-
-// prefetch reads ahead the rows of a batch that are neither cached nor
-// queued, a chunk of rows per query, so that a worker writes them without a
-// read of its own: for rows it has not seen, the sink needs one round trip
-// per row instead of two. Only rows with no write of this applier queued or
-// in flight are read (Start holds startMu, so no other batch queues rows
-// meanwhile), so what Cassandra returns is their current state. A read that
-// fails leaves its rows to their workers, which read them one by one.
-func (a *Applier) prefetch(ctx context.Context, groups []*rowGroup) {
-	if a.prefetchCQL == "" {
-		return
-	}
-	var want []*rowGroup
-	for _, g := range a.queue.idle(groups) {
-		if !a.cache.has(g.rowKey) {
-			want = append(want, g)
-		}
-	}
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, max(a.settings.Concurrency, 1))
-	for i := 0; i < len(want); i += prefetchChunk {
-		chunk := want[i:min(i+prefetchChunk, len(want))]
-		wg.Add(1)
-		slots <- struct{}{}
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			a.prefetchRows(ctx, chunk)
-		}()
-	}
-	wg.Wait()
 }
 
 // prefetchRows reads chunk's rows in one query and sets each group's

@@ -104,19 +104,6 @@ func (q *rowQueue) done(task []*rowJob) {
 	}
 }
 
-// idle returns the groups whose rows have no job queued or running.
-func (q *rowQueue) idle(groups []*rowGroup) []*rowGroup {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var out []*rowGroup
-	for _, g := range groups {
-		if _, busy := q.rows[g.rowKey]; !busy {
-			out = append(out, g)
-		}
-	}
-	return out
-}
-
 // close lets the workers return once every pushed job has finished.
 func (q *rowQueue) close() {
 	q.mu.Lock()
