@@ -24,9 +24,7 @@ type Output struct {
 	eventTime time.Time
 	payload   []byte
 	view      *envelope.ViewOp
-	// row is the view row's key as String prints it.
-	row string
-	err error
+	err       error
 }
 
 // JSONAppender is implemented by record types that encode themselves
@@ -109,7 +107,7 @@ func (o Output) String() string {
 		fmt.Fprintf(&b, "record %q %s", o.key, o.payload)
 	} else {
 		b.WriteString(o.view.View)
-		b.WriteString(o.row)
+		b.WriteString(displayKey(o.view.Key))
 		b.WriteString(" ")
 		b.WriteString(string(o.view.Kind))
 		for _, c := range o.view.Columns {
@@ -286,6 +284,7 @@ func (r RowRef) And(keyColumn string, keyValue any) RowRef {
 // row if it does not exist (an upsert when every column uses Set).
 func (r RowRef) Apply(columns ...Column) Output {
 	op := r.op(envelope.OpApply)
+	op.Columns = make([]envelope.ColumnOp, 0, len(columns))
 	for _, c := range columns {
 		if c.err != nil {
 			return Output{err: c.err}
@@ -308,7 +307,7 @@ func (r RowRef) output(op envelope.ViewOp) Output {
 	if r.err != nil {
 		return Output{err: r.err}
 	}
-	return Output{view: &op, row: displayKey(r.key)}
+	return Output{view: &op}
 }
 
 // displayKey renders a key as {col=value,...} in column order for String.
