@@ -11,6 +11,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
 )
 
@@ -68,7 +69,9 @@ func functionConfig(st *manifest.Stage, cassandraHosts string) (utils.FunctionCo
 		return conf, nil
 	}
 	v := st.View
-	uc := map[string]any{"hosts": cassandraHosts}
+	// The registry tells the sink when its table is still being built by a
+	// backfill (nobody reads it: larger, fewer writes) and when it is live.
+	uc := map[string]any{"hosts": cassandraHosts, "registry": registry.Table}
 	maps.Copy(uc, v.Sink.UserConfig)
 	schema, err := json.Marshal(v.Schema())
 	if err != nil {

@@ -28,7 +28,9 @@ type BatchStarter interface {
 // (Upcoming). Waiting longer then only adds latency, so a quiet stream is
 // written at once; under a backlog the runtime already holds the next
 // messages, and the batch waits for them, so operations on one row coalesce
-// into one write. Memory holds at most Pipeline+1 batches.
+// into one write. While the table is building (SetBuilding), batches are
+// cut only by their building size or linger. Memory holds at most
+// Pipeline+1 batches.
 type Batcher struct {
 	starter  BatchStarter
 	size     int
@@ -41,6 +43,12 @@ type Batcher struct {
 	// upcoming is the number of operations the submitter has announced
 	// beyond those submitted (Upcoming).
 	upcoming atomic.Int64
+	// building is set while nobody reads the table yet (SetBuilding):
+	// batches then take buildSize operations or buildLinger, whichever
+	// comes first, whatever is at hand.
+	building    atomic.Bool
+	buildSize   int
+	buildLinger time.Duration
 }
 
 type pending struct {
@@ -83,6 +91,19 @@ func (b *Batcher) SubmitAsync(ctx context.Context, op Op, done func(error)) erro
 		b.waiting.Add(-1)
 		return fmt.Errorf("queueing a view operation: %w", context.Cause(ctx))
 	}
+}
+
+// Building sets how batches are cut while the table is building (see
+// SetBuilding); by default as when it is live. Call it before Run.
+func (b *Batcher) Building(size int, linger time.Duration) {
+	b.buildSize, b.buildLinger = size, linger
+}
+
+// SetBuilding switches between building batches (on: nobody reads the table
+// yet, so fewer, larger writes are worth the wait) and live ones (off: write
+// as soon as nothing more is at hand). It takes effect from the next batch.
+func (b *Batcher) SetBuilding(on bool) {
+	b.building.Store(on)
 }
 
 // Upcoming announces that n more operations are already at hand and will be
@@ -134,16 +155,20 @@ func (b *Batcher) Run(ctx context.Context) {
 // fill adds queued operations to batch until one of the flush conditions
 // holds.
 func (b *Batcher) fill(ctx context.Context, batch []pending) []pending {
-	timer := time.NewTimer(b.linger)
+	size, linger, building := b.size, b.linger, b.building.Load() && b.buildSize > 0
+	if building {
+		size, linger = b.buildSize, b.buildLinger
+	}
+	timer := time.NewTimer(linger)
 	defer timer.Stop()
-	for len(batch) < b.size {
+	for len(batch) < size {
 		select {
 		case p := <-b.queue:
 			batch = append(batch, p)
 			continue
 		default:
 		}
-		if b.upcoming.Load() <= 0 && int64(len(batch)) >= b.waiting.Load()-b.inFlight.Load() {
+		if !building && b.upcoming.Load() <= 0 && int64(len(batch)) >= b.waiting.Load()-b.inFlight.Load() {
 			return batch
 		}
 		select {

@@ -118,6 +118,9 @@ func TestParseConfig(t *testing.T) {
 		wantErr []string
 	}{
 		{name: "defaults", conf: with(nil), check: func(t *testing.T, c Config) {
+			if c.Settings.BuildingBatchSize != 5000 || c.Settings.BuildingLinger != time.Second || c.Settings.Registry != "" {
+				t.Errorf("building settings = %d, %s, registry %q; want 5000, 1s, none", c.Settings.BuildingBatchSize, c.Settings.BuildingLinger, c.Settings.Registry)
+			}
 			if c.Settings.BatchSize != 1000 || c.Settings.Linger != 50*time.Millisecond || c.Settings.RowCache != 100000 ||
 				c.Settings.Consistency != "LOCAL_QUORUM" || c.Settings.Replication["class"] != "SimpleStrategy" {
 				t.Errorf("settings = %+v, want the defaults", c.Settings)
@@ -280,6 +283,42 @@ func TestBatcherWaitsForAnnouncedOperations(t *testing.T) {
 	done.Wait()
 	if !slices.Equal(rec.batches, []int{5}) {
 		t.Errorf("batches = %v, want one of five operations", rec.batches)
+	}
+}
+
+func TestBatcherBuildingBatchesWaitForTheirSize(t *testing.T) {
+	rec := &recordingApply{}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := NewBatcher(rec, 1000, time.Hour, 2)
+	b.Building(3, time.Hour)
+	b.SetBuilding(true)
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var answered sync.WaitGroup
+	submit := func(i int) {
+		answered.Add(1)
+		if err := b.SubmitAsync(t.Context(), upsert("u", "p0", int64(i)).col("views", envelope.MergeAdd, 1).op(), func(err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			answered.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nothing more is ever announced, and each caller is alone when it
+	// submits: a live batcher would write six batches of one.
+	for i := range 6 {
+		submit(i)
+		time.Sleep(5 * time.Millisecond)
+	}
+	answered.Wait()
+	b.SetBuilding(false) // the table went live: a lone operation goes at once
+	submit(6)
+	answered.Wait()
+	if !slices.Equal(rec.batches, []int{3, 3, 1}) {
+		t.Errorf("batches = %v, want 3 and 3 while building, then 1 live", rec.batches)
 	}
 }
 

@@ -60,6 +60,19 @@ type Settings struct {
 	// MaxValueBytes bounds a text value; a larger one is dead-lettered
 	// rather than sent (Cassandra refuses very large mutations). Default 1 MiB.
 	MaxValueBytes int
+	// Registry names a table in the view's keyspace that lists the view's
+	// table versions with their state (the admin tool's view registry,
+	// foldline_views: columns view_name, table_name, state). While it lists
+	// the sink's table as "building" — a backfill filling a table nobody
+	// reads yet — the sink writes BuildingBatchSize operations at a time,
+	// waiting up to BuildingLinger even with nothing more at hand: far fewer
+	// writes of the same rows. Once the table is active it writes as any
+	// live sink. "" (default): always live.
+	Registry string
+	// BuildingBatchSize and BuildingLinger are BatchSize and Linger while
+	// the table is building. Defaults 5000 and 1s.
+	BuildingBatchSize int
+	BuildingLinger    time.Duration
 }
 
 // Defaults returns s with every zero field set to its default.
@@ -102,6 +115,12 @@ func (s Settings) Defaults() Settings {
 	}
 	if s.MaxValueBytes == 0 {
 		s.MaxValueBytes = 1 << 20
+	}
+	if s.BuildingBatchSize == 0 {
+		s.BuildingBatchSize = 5000
+	}
+	if s.BuildingLinger == 0 {
+		s.BuildingLinger = time.Second
 	}
 	return s
 }
@@ -151,6 +170,12 @@ func (s Settings) Validate() error {
 	if s.MaxValueBytes < 1 {
 		problem("max_value_bytes %d: must be at least 1", s.MaxValueBytes)
 	}
+	if s.BuildingBatchSize < 1 {
+		problem("building_batch_size %d: must be at least 1", s.BuildingBatchSize)
+	}
+	if s.BuildingLinger < 0 {
+		problem("building_linger %s: must not be negative", s.BuildingLinger)
+	}
 	return errors.Join(errs...)
 }
 
@@ -195,6 +220,9 @@ type userConfig struct {
 	Timeout         string      `json:"timeout"`
 	RowCache        *int        `json:"row_cache"`
 	MaxValueBytes   *int        `json:"max_value_bytes"`
+	Registry        string      `json:"registry"`
+	BuildingBatch   *int        `json:"building_batch_size"`
+	BuildingLinger  string      `json:"building_linger"`
 }
 
 // hostList accepts a JSON list of hosts or one comma-separated string.
@@ -246,6 +274,8 @@ func ParseConfig(userConf map[string]any) (Config, error) {
 		RetryBackoffMin: duration("retry_backoff_min", u.RetryBackoffMin),
 		RetryBackoffMax: duration("retry_backoff_max", u.RetryBackoffMax),
 		Timeout:         duration("timeout", u.Timeout),
+		Registry:        u.Registry,
+		BuildingLinger:  duration("building_linger", u.BuildingLinger),
 	}
 	// An explicit value that happens to be zero must reach Validate, not
 	// turn into the default.
@@ -263,6 +293,7 @@ func ParseConfig(userConf map[string]any) (Config, error) {
 	s.RowsPerWrite = explicit(u.RowsPerWrite, -1)
 	s.Pipeline = explicit(u.Pipeline, -1)
 	s.MaxValueBytes = explicit(u.MaxValueBytes, -1)
+	s.BuildingBatchSize = explicit(u.BuildingBatch, -1)
 	s.RowCache = explicit(u.RowCache, -1) // 0 in user config switches the cache off
 	s = s.Defaults()
 	if err := s.Validate(); err != nil {

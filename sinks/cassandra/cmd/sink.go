@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gocql/gocql"
+
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/sinks/cassandra"
@@ -83,9 +85,15 @@ func (s *Sink) setUp(userConf map[string]any) {
 	}
 	wait := cfg.Settings.RetryBackoffMin
 	for {
-		applier, err := connect(ctx, cfg)
+		applier, session, err := connect(ctx, cfg)
 		if err == nil {
 			s.batcher = cassandra.NewBatcher(applier, cfg.Settings.BatchSize, cfg.Settings.Linger, cfg.Settings.Pipeline)
+			s.batcher.Building(cfg.Settings.BuildingBatchSize, cfg.Settings.BuildingLinger)
+			if cfg.Settings.Registry != "" {
+				watch := cassandra.RegistryWatch{Session: session, Keyspace: cfg.View.Keyspace, Registry: cfg.Settings.Registry,
+					View: cfg.View.View, Table: cfg.View.Table}
+				go watch.Run(ctx, registryPoll, s.batcher.SetBuilding)
+			}
 			go s.batcher.Run(ctx)
 			close(s.ready)
 			slog.Info("the sink is applying view operations", "view", cfg.View.View, "table", cfg.View.Keyspace+"."+cfg.View.Table)
@@ -97,19 +105,23 @@ func (s *Sink) setUp(userConf map[string]any) {
 	}
 }
 
-func connect(ctx context.Context, cfg cassandra.Config) (*cassandra.Applier, error) {
+// registryPoll is how often the sink reads its table's state in the
+// registry: a table that went live gets live batches within this time.
+const registryPoll = 2 * time.Second
+
+func connect(ctx context.Context, cfg cassandra.Config) (*cassandra.Applier, *gocql.Session, error) {
 	session, err := cassandra.NewSession(cfg.Settings)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := cassandra.EnsureSchema(ctx, session, cfg.View, cfg.Settings.Replication); err != nil {
 		session.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	applier, err := cassandra.NewApplier(session, cfg.View, cfg.Settings)
 	if err != nil {
 		session.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return applier, nil
+	return applier, session, nil
 }
