@@ -1,7 +1,6 @@
 package envelope
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/foldline/foldline/functions/envelope/jsonwire/jsonwiretest"
 )
 
 // decodeReference is DecodeViewOp as it was before the fast path: the
@@ -206,7 +207,7 @@ func TestViewOpCodecGenerated(t *testing.T) {
 			fast++
 		}
 		checkDecode(t, payload)
-		for _, p := range variants(rng, payload) {
+		for _, p := range jsonwiretest.Variants(rng, payload) {
 			checkDecode(t, p)
 		}
 	}
@@ -269,60 +270,6 @@ func genRaw(rng *rand.Rand) json.RawMessage {
 		b, _ := json.Marshal(time.Unix(rng.Int64N(4e9), 0).UTC().Format(time.RFC3339Nano))
 		return b
 	}
-}
-
-// variants returns payload changed in ways a producer other than Foldline
-// might write it, and damaged.
-func variants(rng *rand.Rand, payload []byte) [][]byte {
-	var out [][]byte
-	var ind bytes.Buffer
-	if json.Indent(&ind, payload, " ", "\t") == nil {
-		out = append(out, ind.Bytes())
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(payload, &m) == nil {
-		names := make([]string, 0, len(m)+1)
-		for k := range m {
-			names = append(names, k)
-		}
-		m["extra"] = json.RawMessage(`{"nested":[1,"two",null,{"x":false}]}`)
-		names = append(names, "extra")
-		rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
-		var b bytes.Buffer
-		b.WriteByte('{')
-		for i, k := range names {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			name := k
-			switch rng.IntN(12) {
-			case 0:
-				name = strings.ToUpper(k)
-			case 1:
-				name = `\u00` + fmt.Sprintf("%x", k[0]) + k[1:]
-			}
-			fmt.Fprintf(&b, "%q : %s", name, m[k])
-		}
-		b.WriteByte('}')
-		out = append(out, bytes.ReplaceAll(b.Bytes(), []byte(`\\u00`), []byte(`\u00`)))
-	}
-	escaped := bytes.ReplaceAll(payload, []byte(`"u`), []byte(`"\u0075`))
-	out = append(out, escaped)
-	for range 4 {
-		d := bytes.Clone(payload)
-		switch i := rng.IntN(len(d)); rng.IntN(4) {
-		case 0:
-			d = d[:i]
-		case 1:
-			d[i] = pick(rng, byte('"'), '{', '}', '[', ']', ',', ':', ' ', '\\', 'x', '0', 0xff)
-		case 2:
-			d = append(d[:i], d[i+1:]...)
-		default:
-			d = append(d[:i:i], append([]byte{pick(rng, byte(','), '"', '1', 'n')}, d[i:]...)...)
-		}
-		out = append(out, d)
-	}
-	return out
 }
 
 // FuzzViewOpCodec: DecodeViewOp matches encoding/json on any input, and

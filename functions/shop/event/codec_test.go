@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/foldline/foldline/functions/envelope/jsonwire/jsonwiretest"
 )
 
 // parseReference is Parse with every payload read by encoding/json, as
@@ -144,7 +146,7 @@ func TestCodecGenerated(t *testing.T) {
 			continue
 		}
 		checkParse(t, b)
-		for _, v := range variants(rng, b) {
+		for _, v := range jsonwiretest.Variants(rng, b) {
 			checkParse(t, v)
 		}
 	}
@@ -182,60 +184,6 @@ func genEvent(rng *rand.Rand) Event {
 		URL:  str(), SKU: str(), Order: str(),
 		Qty: num(), PriceCents: num(), AmountCents: num(),
 	}
-}
-
-// variants returns data re-spaced, reordered, extended, escaped, retyped
-// and damaged.
-func variants(rng *rand.Rand, data []byte) [][]byte {
-	var out [][]byte
-	var ind bytes.Buffer
-	if json.Indent(&ind, data, "", "  ") == nil {
-		out = append(out, ind.Bytes())
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(data, &m) == nil {
-		names := []string{"unknown"}
-		m["unknown"] = json.RawMessage(`[{"deep":{"er":[true,false,null,-1.5e9]}}]`)
-		for k := range m {
-			if k != "unknown" {
-				names = append(names, k)
-			}
-		}
-		rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
-		var b bytes.Buffer
-		b.WriteByte('{')
-		for i, k := range names {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			v := m[k]
-			switch rng.IntN(10) {
-			case 0:
-				v = json.RawMessage("null")
-			case 1:
-				v = json.RawMessage(`"` + strings.Trim(string(v), `"`) + `"`)
-			case 2:
-				v = json.RawMessage([]string{"1.5", "-0", "2e2", "true", `""`, "{}", "12345678901234567890"}[rng.IntN(7)])
-			}
-			fmt.Fprintf(&b, "%q:%s", k, v)
-		}
-		b.WriteByte('}')
-		out = append(out, b.Bytes())
-	}
-	out = append(out, bytes.ReplaceAll(data, []byte(`"u`), []byte(`"\u0075`)))
-	for range 4 {
-		d := bytes.Clone(data)
-		switch i := rng.IntN(len(d)); rng.IntN(3) {
-		case 0:
-			d = d[:i]
-		case 1:
-			d[i] = []byte{'"', '{', '}', ',', ':', ' ', '\\', '0', '-', 0xff}[rng.IntN(10)]
-		default:
-			d = append(d[:i], d[i+1:]...)
-		}
-		out = append(out, d)
-	}
-	return out
 }
 
 // FuzzParseMatchesEncodingJSON: Parse reads every input as encoding/json
