@@ -138,11 +138,8 @@ func open(ctx context.Context, opts Options) (*env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backfilling: %w: %w", err, exitcode.ErrNotFound)
 	}
-	pulsar, err := pulsarx.Connect(opts.Services)
+	pulsar, err := pulsarx.ConnectTenant(ctx, opts.Services, set.Tenant.Name)
 	if err != nil {
-		return nil, err
-	}
-	if err := pulsar.RequireTenant(ctx, set.Tenant.Name); err != nil {
 		return nil, err
 	}
 	cql, err := cqlx.Connect(opts.Services)

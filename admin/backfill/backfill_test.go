@@ -10,6 +10,7 @@ import (
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/internal/testenv"
 )
@@ -92,7 +93,7 @@ func TestNextVersion(t *testing.T) {
 // An unknown view is refused before anything is contacted, with the views
 // there are and the not-found exit code.
 func TestUnknownViewIsRefused(t *testing.T) {
-	opts := Options{Options: deploy.Options{Dir: filepath.Join(testenv.RepoRoot(), "manifests")}, View: "nope"}
+	opts := Options{Options: deploy.Options{Command: target.Command{Dir: filepath.Join(testenv.RepoRoot(), "manifests")}}, View: "nope"}
 	for name, run := range map[string]func() error{
 		"start": func() error { _, err := Start(t.Context(), opts); return err },
 		"watch": func() error { _, err := Run(t.Context(), opts, true); return err },

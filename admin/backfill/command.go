@@ -9,7 +9,6 @@ import (
 
 	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/exitcode"
-	"github.com/foldline/foldline/admin/internal/target"
 )
 
 // NewCommand returns `foldline backfill`.
@@ -43,11 +42,8 @@ The backfill survives the CLI: --detach starts it and exits, foldline status sho
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.View = args[0]
-			opts.Dir = target.Dir(args[1:])
-			opts.Services = target.Services()
-			opts.Out, opts.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			var err error
-			if opts.JSON, err = opts.Target.JSON(); err != nil {
+			if opts.JSON, err = opts.Bind(cmd, args[1:]); err != nil {
 				return err
 			}
 			if n := countTrue(watch, abort, detach); n > 1 {

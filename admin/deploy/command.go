@@ -9,12 +9,6 @@ import (
 	"github.com/foldline/foldline/admin/internal/target"
 )
 
-func (o *Options) bind(cmd *cobra.Command, args []string) {
-	o.Dir = target.Dir(args)
-	o.Services = target.Services()
-	o.Out, o.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
-}
-
 // NewPlanCommand returns `foldline plan`.
 func NewPlanCommand() *cobra.Command {
 	var opts Options
@@ -28,8 +22,7 @@ tell whether they changed, and changes nothing.`,
 		Example: "  foldline plan\n  foldline plan -o json --tenant shop-preview",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.bind(cmd, args)
-			asJSON, err := opts.Target.JSON()
+			asJSON, err := opts.Bind(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -63,8 +56,7 @@ Re-running it with nothing changed changes nothing. Progress goes to stderr.`,
 		Example: "  foldline deploy\n  foldline deploy --tenant shop-test --wait 10m",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.bind(cmd, args)
-			asJSON, err := opts.Target.JSON()
+			asJSON, err := opts.Bind(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -102,8 +94,7 @@ namespaces, tenant, keyspace): meant for throwaway tenants.`,
 		Example: "  foldline destroy\n  foldline destroy --tenant shop-test --purge",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.bind(cmd, args)
-			asJSON, err := opts.Target.JSON()
+			asJSON, err := opts.Bind(cmd, args)
 			if err != nil {
 				return err
 			}

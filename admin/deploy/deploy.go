@@ -13,7 +13,6 @@ package deploy
 
 import (
 	"context"
-	"io"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -23,17 +22,11 @@ import (
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/manifest"
-	"github.com/foldline/foldline/internal/services"
 )
 
 // Options are plan's and deploy's settings.
 type Options struct {
-	// Dir is the manifest directory. Default manifests.
-	Dir    string
-	Target target.Flags
-	// Services are the addresses of Pulsar and Cassandra. Default: from
-	// the environment (FOLDLINE_*), else the local stack's.
-	Services services.Services
+	target.Command
 	// CacheDir receives the built binaries. Default gobuild.DefaultCacheDir.
 	CacheDir string
 	// Wait bounds how long deploy waits for every instance to run; 0 does
@@ -41,8 +34,6 @@ type Options struct {
 	Wait time.Duration
 	// Verbose also lists unchanged resources.
 	Verbose bool
-	// Out receives the plan or result; ErrOut progress.
-	Out, ErrOut io.Writer
 }
 
 // Result is what deploy did.

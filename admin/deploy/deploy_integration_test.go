@@ -38,12 +38,14 @@ func TestDeployShopPipeline(t *testing.T) {
 	tenant := fmt.Sprintf("fltest-deploy-%d", time.Now().UnixNano()%1_000_000)
 	log := testWriter{t}
 	opts := deploy.Options{
-		Dir:      filepath.Join(testenv.RepoRoot(), "manifests"),
-		Target:   target.Flags{Tenant: tenant},
-		Services: svc,
+		Command: target.Command{
+			Dir:      filepath.Join(testenv.RepoRoot(), "manifests"),
+			Target:   target.Flags{Tenant: tenant},
+			Services: svc,
+			Out:      log, ErrOut: log,
+		},
 		CacheDir: filepath.Join(os.TempDir(), "foldline-test-bin"), // shared by runs: builds are cached
 		Wait:     5 * time.Minute,
-		Out:      log, ErrOut: log,
 	}
 	ctx := t.Context()
 	t.Cleanup(func() {
@@ -70,7 +72,7 @@ func TestDeployShopPipeline(t *testing.T) {
 		t.Errorf("second deploy changed %d resources, want none: %+v", len(second.Applied), second.Applied)
 	}
 
-	report, err := status.Get(ctx, status.Options{Dir: opts.Dir, Target: opts.Target, Services: svc})
+	report, err := status.Get(ctx, status.Options{Command: target.Command{Dir: opts.Dir, Target: opts.Target, Services: svc}})
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
@@ -85,7 +87,7 @@ func TestDeployShopPipeline(t *testing.T) {
 		}
 	}
 
-	list, err := views.List(ctx, views.Options{Dir: opts.Dir, Target: opts.Target, Services: svc})
+	list, err := views.List(ctx, views.Options{Command: target.Command{Dir: opts.Dir, Target: opts.Target, Services: svc}})
 	if err != nil {
 		t.Fatalf("views: %v", err)
 	}
@@ -118,7 +120,7 @@ func TestDeployShopPipeline(t *testing.T) {
 	if slices.ContainsFunc(left, func(name string) bool { return name != "validate-cli" }) {
 		t.Errorf("functions left after destroy: %v", left)
 	}
-	after, err := status.Get(ctx, status.Options{Dir: opts.Dir, Target: opts.Target, Services: svc})
+	after, err := status.Get(ctx, status.Options{Command: target.Command{Dir: opts.Dir, Target: opts.Target, Services: svc}})
 	if err != nil {
 		t.Fatalf("status after destroy: %v", err)
 	}

@@ -41,7 +41,7 @@ func TestDeployAppliesOffloadPolicies(t *testing.T) {
 		}
 	}
 	log := testWriter{t}
-	opts := deploy.Options{Dir: dir, Target: target.Flags{Tenant: tenant}, Services: svc, Wait: time.Minute, Out: log, ErrOut: log}
+	opts := deploy.Options{Command: target.Command{Dir: dir, Target: target.Flags{Tenant: tenant}, Services: svc, Out: log, ErrOut: log}, Wait: time.Minute}
 	ctx := t.Context()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

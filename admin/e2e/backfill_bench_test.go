@@ -13,6 +13,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/foldline/foldline/admin/backfill"
+	"github.com/foldline/foldline/internal/proc"
 	"github.com/foldline/foldline/internal/testenv"
 )
 
@@ -50,7 +51,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		services := map[string]int{"pulsar": testenv.ServicePID(b, "pulsar"), "cassandra": testenv.ServicePID(b, "cassandra")}
 		cpuBefore := map[string]time.Duration{}
 		for name, pid := range services {
-			cpuBefore[name] = testenv.CPUTime(pid)
+			cpuBefore[name] = proc.CPUTime(pid)
 		}
 		start := time.Now()
 		rec, err := backfill.Start(b.Context(), opts)
@@ -69,11 +70,11 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		total := time.Since(start)
 		cpu := map[string]time.Duration{}
 		for name, pid := range services {
-			cpu[name] = testenv.CPUTime(pid) - cpuBefore[name]
+			cpu[name] = proc.CPUTime(pid) - cpuBefore[name]
 		}
 		for name, pids := range instances {
 			for _, pid := range pids {
-				cpu[name] += testenv.CPUTime(pid) // started by the backfill
+				cpu[name] += proc.CPUTime(pid) // started by the backfill
 			}
 		}
 		if res.Diff == nil || !res.Diff.Identical() {

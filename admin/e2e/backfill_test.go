@@ -14,6 +14,7 @@ import (
 	"github.com/foldline/foldline/admin/backfill"
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/status"
 	"github.com/foldline/foldline/admin/views"
 	"github.com/foldline/foldline/internal/testenv"
@@ -97,7 +98,7 @@ func TestBackfillNewView(t *testing.T) {
 	if _, err := backfill.Start(t.Context(), opts); !errors.Is(err, backfill.ErrAlreadyRunning) {
 		t.Fatalf("second backfill of product_sales: got %v, want ErrAlreadyRunning", err)
 	}
-	report, err := status.Get(t.Context(), status.Options{Dir: full, Target: s.opts.Target, Services: s.svc})
+	report, err := status.Get(t.Context(), status.Options{Command: target.Command{Dir: full, Target: s.opts.Target, Services: s.svc}})
 	if err != nil {
 		t.Fatalf("reading status: %v", err)
 	}
@@ -166,7 +167,7 @@ func TestBackfillIdenticalReplay(t *testing.T) {
 	if strings.Contains(retired, "/validate\n") || strings.HasSuffix(retired, "/validate") {
 		t.Errorf("retired the shared validate stage: %q", res.Retired)
 	}
-	list, err := views.List(t.Context(), views.Options{Dir: s.opts.Dir, Target: s.opts.Target, Services: s.svc})
+	list, err := views.List(t.Context(), views.Options{Command: s.opts.Command})
 	if err != nil {
 		t.Fatalf("listing views: %v", err)
 	}
@@ -193,7 +194,7 @@ func TestBackfillIdenticalReplay(t *testing.T) {
 	s.ingest(t, events[5000:])
 	s.waitForFold(t, 2*time.Minute)
 
-	view, previous, err := views.Activate(t.Context(), views.Options{Dir: s.opts.Dir, Target: s.opts.Target, Services: s.svc, Activate: "user_activity_v1"})
+	view, previous, err := views.Activate(t.Context(), views.Options{Command: s.opts.Command, Activate: "user_activity_v1"})
 	if err != nil || view != "user_activity" || previous != "user_activity_v2" {
 		t.Fatalf("activating user_activity_v1: view %s, previous %s, err %v", view, previous, err)
 	}
@@ -217,7 +218,7 @@ func TestBackfillIdenticalReplay(t *testing.T) {
 			testenv.WaitFor(t, time.Minute, ref.Name+" stopped", func() bool { return len(testenv.InstancePIDs(t, s.tenant, pipelineNS, ref.Name)) == 0 })
 		}
 	}
-	list, err = views.List(t.Context(), views.Options{Dir: s.opts.Dir, Target: s.opts.Target, Services: s.svc})
+	list, err = views.List(t.Context(), views.Options{Command: s.opts.Command})
 	if err != nil {
 		t.Fatal(err)
 	}

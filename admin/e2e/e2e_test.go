@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -54,12 +55,14 @@ func deployShopFrom(t testing.TB, name, dir string) *shop {
 	svc := testenv.All(t)
 	tenant := fmt.Sprintf("e2e-%s-%d", name, time.Now().UnixNano()%1_000_000)
 	opts := deploy.Options{
-		Dir:      dir,
-		Target:   target.Flags{Tenant: tenant},
-		Services: svc,
+		Command: target.Command{
+			Dir:      dir,
+			Target:   target.Flags{Tenant: tenant},
+			Services: svc,
+			Out:      logWriter{t}, ErrOut: logWriter{t},
+		},
 		CacheDir: filepath.Join(os.TempDir(), "foldline-test-bin"),
 		Wait:     5 * time.Minute,
-		Out:      logWriter{t}, ErrOut: logWriter{t},
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -183,31 +186,26 @@ func diff(got, want shopfold.Result) string {
 			out = append(out, fmt.Sprintf(format, args...))
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(want.UserActivity)) {
-		if g, ok := got.UserActivity[k]; !ok {
-			add("user_activity %s missing", k)
-		} else if g != want.UserActivity[k] {
-			add("user_activity %s = %+v, want %+v", k, g, want.UserActivity[k])
-		}
-	}
-	for k := range got.UserActivity {
-		if _, ok := want.UserActivity[k]; !ok {
-			add("user_activity %s unexpected", k)
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(want.ProductSales)) {
-		if g, ok := got.ProductSales[k]; !ok {
-			add("product_sales %s missing", k)
-		} else if g != want.ProductSales[k] {
-			add("product_sales %s = %+v, want %+v", k, g, want.ProductSales[k])
-		}
-	}
-	for k := range got.ProductSales {
-		if _, ok := want.ProductSales[k]; !ok {
-			add("product_sales %s unexpected", k)
-		}
-	}
+	diffRows("user_activity", got.UserActivity, want.UserActivity, add)
+	diffRows("product_sales", got.ProductSales, want.ProductSales, add)
 	return strings.Join(out, "\n")
+}
+
+// diffRows reports the rows of one view missing from got, differing or
+// unexpected.
+func diffRows[K cmp.Ordered, V comparable](view string, got, want map[K]V, add func(string, ...any)) {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if g, ok := got[k]; !ok {
+			add("%s %v missing", view, k)
+		} else if g != want[k] {
+			add("%s %v = %+v, want %+v", view, k, g, want[k])
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			add("%s %v unexpected", view, k)
+		}
+	}
 }
 
 // waitForFold polls the views until they equal the fold of the ledger, and

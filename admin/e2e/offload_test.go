@@ -35,7 +35,7 @@ func TestBackfillReadsOffloadedLedger(t *testing.T) {
 	}
 	s.waitForFold(t, 3*time.Minute)
 
-	lopts := ledger.Options{Dir: s.opts.Dir, Target: s.opts.Target, Services: s.svc, Wait: 5 * time.Minute, Out: logWriter{t}, ErrOut: logWriter{t}}
+	lopts := ledger.Options{Command: s.opts.Command, Wait: 5 * time.Minute}
 	if _, err := ledger.Offload(t.Context(), lopts); err != nil {
 		t.Fatalf("offloading the ledger: %v", err)
 	}

@@ -38,9 +38,7 @@ events as the producer sent it.`,
 		Example: "  foldline ledger status\n  foldline ledger status --tenant shop-test -o json",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Dir = target.Dir(args)
-			opts.Services = target.Services()
-			asJSON, err := opts.Target.JSON()
+			asJSON, err := opts.Bind(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -71,10 +69,7 @@ BookKeeper copies are deleted after the namespace's deletion lag.`,
 		Example: "  foldline ledger offload\n  foldline ledger offload --tenant shop-test --wait 2m",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Dir = target.Dir(args)
-			opts.Services = target.Services()
-			opts.Out, opts.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
-			asJSON, err := opts.Target.JSON()
+			asJSON, err := opts.Bind(cmd, args)
 			if err != nil {
 				return err
 			}

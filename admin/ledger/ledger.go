@@ -10,27 +10,22 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/target"
-	"github.com/foldline/foldline/internal/services"
 )
 
 // Options are the ledger commands' settings.
 type Options struct {
-	// Dir is the manifest directory (for the tenant and its ledger topics).
-	Dir      string
-	Target   target.Flags
-	Services services.Services
+	// Command's Dir holds the tenant manifest (its ledger topics).
+	target.Command
 	// Wait bounds how long offload waits for each topic's offload to end.
 	Wait time.Duration
 	// Poll is how often offload asks the broker for progress. Default 500ms.
-	Poll        time.Duration
-	Out, ErrOut io.Writer
+	Poll time.Duration
 }
 
 // Amount is a share of a topic's segments.

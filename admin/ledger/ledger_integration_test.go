@@ -88,10 +88,12 @@ func newTestLedger(t testing.TB, name string, events, segments int, deletionLag 
 	}
 	tl.topic, _ = utils.GetTopicName(ingest.DefaultTopic(tl.tenant))
 	tl.opts = ledger.Options{
-		Dir:      filepath.Join(testenv.RepoRoot(), "manifests"),
-		Target:   target.Flags{Tenant: tl.tenant},
-		Services: svc,
-		Wait:     3 * time.Minute,
+		Command: target.Command{
+			Dir:      filepath.Join(testenv.RepoRoot(), "manifests"),
+			Target:   target.Flags{Tenant: tl.tenant},
+			Services: svc,
+		},
+		Wait: 3 * time.Minute,
 	}
 
 	var all bytes.Buffer

@@ -71,11 +71,3 @@ func retargetTopic(name, old, new string) string {
 func KeyspaceFor(tenant string) string {
 	return strings.ToLower(strings.NewReplacer("-", "_", ".", "_").Replace(tenant))
 }
-
-// LedgerTopics returns the tenant's ledger topics.
-func (s *Set) LedgerTopics() []Topic {
-	if s.Tenant == nil {
-		return nil
-	}
-	return s.Tenant.Ledger
-}

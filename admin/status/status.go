@@ -26,18 +26,13 @@ import (
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/internal/viewscan"
 	"github.com/foldline/foldline/admin/manifest"
-	"github.com/foldline/foldline/internal/services"
 )
 
 // Options are status's settings.
 type Options struct {
-	// Dir is the manifest directory (for the DAG). Default manifests.
-	Dir      string
-	Target   target.Flags
-	Services services.Services
+	target.Command
 	// Now is the clock for ages. Default time.Now.
-	Now         func() time.Time
-	Out, ErrOut io.Writer
+	Now func() time.Time
 }
 
 // Report is the status of one tenant's pipeline.
@@ -126,10 +121,7 @@ freshness (the newest event applied, and when its sink last applied anything).`,
 		Example: "  foldline status\n  foldline status -o json --tenant shop-test",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Dir = target.Dir(args)
-			opts.Services = target.Services()
-			opts.Out, opts.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
-			asJSON, err := opts.Target.JSON()
+			asJSON, err := opts.Bind(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -161,11 +153,8 @@ func Get(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	pulsar, err := pulsarx.Connect(opts.Services)
+	pulsar, err := pulsarx.ConnectTenant(ctx, opts.Services, set.Tenant.Name)
 	if err != nil {
-		return nil, err
-	}
-	if err := pulsar.RequireTenant(ctx, set.Tenant.Name); err != nil {
 		return nil, err
 	}
 	cql, err := cqlx.Connect(opts.Services)

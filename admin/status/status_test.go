@@ -46,7 +46,7 @@ func TestGetErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := status.Get(t.Context(), status.Options{Dir: manifests, Target: target.Flags{Tenant: tc.tenant}, Services: tc.services(t)})
+			_, err := status.Get(t.Context(), status.Options{Command: target.Command{Dir: manifests, Target: target.Flags{Tenant: tc.tenant}, Services: tc.services(t)}})
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("error %v, want %v", err, tc.wantErr)
 			}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -18,18 +17,13 @@ import (
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/internal/viewscan"
-	"github.com/foldline/foldline/internal/services"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
 // Options are views's settings.
 type Options struct {
-	// Dir is the manifest directory, read for the keyspace when
-	// Target.Keyspace is empty. Default manifests.
-	Dir         string
-	Target      target.Flags
-	Services    services.Services
-	Out, ErrOut io.Writer
+	// Command's Dir is read for the keyspace when Target.Keyspace is empty.
+	target.Command
 	// Activate, when set, makes this table its view's active one (a
 	// rollback to a table a backfill replaced, or forward again) before
 	// listing.
@@ -67,10 +61,7 @@ active one), rows and versions.`,
 		Example: "  foldline views\n  foldline views --keyspace shop -o json",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Dir = target.Dir(args)
-			opts.Services = target.Services()
-			opts.Out, opts.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
-			asJSON, err := opts.Target.JSON()
+			asJSON, err := opts.Bind(cmd, args)
 			if err != nil {
 				return err
 			}

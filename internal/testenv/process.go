@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/foldline/foldline/internal/proc"
 )
 
 // InstancePIDs returns the pids of the processes running a function's
@@ -15,26 +17,7 @@ import (
 func InstancePIDs(t testing.TB, tenant, ns, name string) []int {
 	t.Helper()
 	marker := fmt.Sprintf("/pulsar_functions/%s/%s/%s/", tenant, ns, name)
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatalf("listing processes: %v", err)
-	}
-	var pids []int
-	for _, d := range dirs {
-		var pid int
-		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
-		if strings.Contains(argv0, marker) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return proc.PIDs(func(argv []string) bool { return strings.Contains(argv[0], marker) })
 }
 
 // WaitFor polls cond every 250 ms until it returns true, and fails the test
@@ -65,30 +48,4 @@ func ServicePID(t testing.TB, service string) int {
 		t.Fatalf("reading the pid of %s from %s: %v", service, file, err)
 	}
 	return pid
-}
-
-// clockTicks is the unit of the times in /proc/<pid>/stat (USER_HZ, 100 on
-// every Linux this runs on).
-const clockTicks = 100
-
-// CPUTime returns the CPU time (user and system) that process pid has used
-// so far, 0 when it is gone.
-func CPUTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) may hold spaces; fields count from ")".
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 13 {
-		return 0
-	}
-	var utime, stime int64
-	fmt.Sscanf(fields[11], "%d", &utime)
-	fmt.Sscanf(fields[12], "%d", &stime)
-	return time.Duration(utime+stime) * time.Second / clockTicks
 }

@@ -21,34 +21,34 @@ type BatchStarter interface {
 // backpressure, and what keeps memory bounded under a backlog.
 //
 // Up to Pipeline batches are in flight at once. A new batch starts filling
-// when one of them is done, and is started when it holds BatchSize
-// operations, when Linger has passed since its first operation, or when no
-// more operations are coming: every caller waiting in Submit outside the
-// batches in flight is in it and the submitter announced no more input
-// (Upcoming). Waiting longer then only adds latency, so a quiet stream is
-// written at once; under a backlog the runtime already holds the next
-// messages, and the batch waits for them, so operations on one row coalesce
-// into one write. While the table is building (SetBuilding), batches are
-// cut only by their building size or linger. Memory holds at most
-// Pipeline+1 batches.
+// when one of them is done, and is started as its Cut says. Memory holds at
+// most Pipeline+1 batches.
 type Batcher struct {
 	starter  BatchStarter
-	size     int
-	linger   time.Duration
 	pipeline int
 	queue    chan pending
+	cut      atomic.Pointer[Cut]
 	// waiting counts operations submitted and not yet answered; inFlight
 	// those of them in started batches.
 	waiting, inFlight atomic.Int64
 	// upcoming is the number of operations the submitter has announced
 	// beyond those submitted (Upcoming).
 	upcoming atomic.Int64
-	// building is set while nobody reads the table yet (SetBuilding):
-	// batches then take buildSize operations or buildLinger, whichever
-	// comes first, whatever is at hand.
-	building    atomic.Bool
-	buildSize   int
-	buildLinger time.Duration
+}
+
+// Cut says when a batch is started: when it holds Size operations, when
+// Linger has passed since its first operation, or, if Eager, when no more
+// operations are coming — every caller waiting in Submit outside the batches
+// in flight is in it and the submitter announced no more input (Upcoming).
+// Eager suits a live table: waiting longer only adds latency, so a quiet
+// stream is written at once, while under a backlog the runtime already
+// holds the next messages and the batch waits for them, so operations on
+// one row coalesce. A table nobody reads yet (a backfill's) is better
+// written in large batches cut by size or time alone.
+type Cut struct {
+	Size   int
+	Linger time.Duration
+	Eager  bool
 }
 
 type pending struct {
@@ -56,9 +56,17 @@ type pending struct {
 	done func(error)
 }
 
-// NewBatcher returns a Batcher; Run must be running for Submit to return.
-func NewBatcher(starter BatchStarter, size int, linger time.Duration, pipeline int) *Batcher {
-	return &Batcher{starter: starter, size: size, linger: linger, pipeline: max(pipeline, 1), queue: make(chan pending, size)}
+// NewBatcher returns a Batcher that cuts batches as cut says; Run must be
+// running for Submit to return.
+func NewBatcher(starter BatchStarter, cut Cut, pipeline int) *Batcher {
+	b := &Batcher{starter: starter, pipeline: max(pipeline, 1), queue: make(chan pending, max(cut.Size, 1))}
+	b.SetCut(cut)
+	return b
+}
+
+// SetCut changes how batches are cut, from the next batch on.
+func (b *Batcher) SetCut(cut Cut) {
+	b.cut.Store(&cut)
 }
 
 // Submit queues op and waits until its batch is applied. It returns nil when
@@ -93,23 +101,10 @@ func (b *Batcher) SubmitAsync(ctx context.Context, op Op, done func(error)) erro
 	}
 }
 
-// Building sets how batches are cut while the table is building (see
-// SetBuilding); by default as when it is live. Call it before Run.
-func (b *Batcher) Building(size int, linger time.Duration) {
-	b.buildSize, b.buildLinger = size, linger
-}
-
-// SetBuilding switches between building batches (on: nobody reads the table
-// yet, so fewer, larger writes are worth the wait) and live ones (off: write
-// as soon as nothing more is at hand). It takes effect from the next batch.
-func (b *Batcher) SetBuilding(on bool) {
-	b.building.Store(on)
-}
-
 // Upcoming announces that n more operations are already at hand and will be
 // submitted right away (a sink passes the runtime's count of received
 // messages waiting for the handler, pf's FunctionContext.Pending). While it
-// is above zero a batch keeps filling, up to BatchSize or Linger.
+// is above zero an eager batch keeps filling, up to its cut's Size or Linger.
 func (b *Batcher) Upcoming(n int) {
 	b.upcoming.Store(int64(n))
 }
@@ -128,7 +123,7 @@ func (b *Batcher) Run(ctx context.Context) {
 		var batch []pending
 		select {
 		case p := <-b.queue:
-			batch = append(make([]pending, 0, b.size), p)
+			batch = append(make([]pending, 0, b.cut.Load().Size), p)
 		case <-ctx.Done():
 			return
 		}
@@ -155,20 +150,17 @@ func (b *Batcher) Run(ctx context.Context) {
 // fill adds queued operations to batch until one of the flush conditions
 // holds.
 func (b *Batcher) fill(ctx context.Context, batch []pending) []pending {
-	size, linger, building := b.size, b.linger, b.building.Load() && b.buildSize > 0
-	if building {
-		size, linger = b.buildSize, b.buildLinger
-	}
-	timer := time.NewTimer(linger)
+	cut := b.cut.Load()
+	timer := time.NewTimer(cut.Linger)
 	defer timer.Stop()
-	for len(batch) < size {
+	for len(batch) < cut.Size {
 		select {
 		case p := <-b.queue:
 			batch = append(batch, p)
 			continue
 		default:
 		}
-		if !building && b.upcoming.Load() <= 0 && int64(len(batch)) >= b.waiting.Load()-b.inFlight.Load() {
+		if cut.Eager && b.upcoming.Load() <= 0 && int64(len(batch)) >= b.waiting.Load()-b.inFlight.Load() {
 			return batch
 		}
 		select {

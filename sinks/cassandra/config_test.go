@@ -209,7 +209,7 @@ func (f startFunc) Start(ctx context.Context, ops []Op) *Pending { return f(ctx,
 func runBatcher(t *testing.T, starter BatchStarter, size int, linger time.Duration) *Batcher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	b := NewBatcher(starter, size, linger, 2)
+	b := NewBatcher(starter, Cut{Size: size, Linger: linger, Eager: true}, 2)
 	done := make(chan struct{})
 	go func() { b.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -289,9 +289,8 @@ func TestBatcherWaitsForAnnouncedOperations(t *testing.T) {
 func TestBatcherBuildingBatchesWaitForTheirSize(t *testing.T) {
 	rec := &recordingApply{}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := NewBatcher(rec, 1000, time.Hour, 2)
-	b.Building(3, time.Hour)
-	b.SetBuilding(true)
+	live := Cut{Size: 1000, Linger: time.Hour, Eager: true}
+	b := NewBatcher(rec, Cut{Size: 3, Linger: time.Hour}, 2) // building
 	done := make(chan struct{})
 	go func() { b.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -314,7 +313,7 @@ func TestBatcherBuildingBatchesWaitForTheirSize(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	answered.Wait()
-	b.SetBuilding(false) // the table went live: a lone operation goes at once
+	b.SetCut(live) // the table went live: a lone operation goes at once
 	submit(6)
 	answered.Wait()
 	if !slices.Equal(rec.batches, []int{3, 3, 1}) {

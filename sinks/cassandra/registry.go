@@ -44,22 +44,22 @@ func (w RegistryWatch) Building(ctx context.Context) (bool, error) {
 	return state == StateBuilding, nil
 }
 
-// Run reports whether the table is building to set, now and every poll
-// until ctx ends, when it changes. While the registry cannot be read the
-// last state stands (at first: live), so a registry that was never created
-// leaves the sink live.
+// Run calls set whenever the table's state changes (the sink starts live),
+// reading it now and every poll until ctx ends. While the registry cannot be
+// read the last state stands, so a sink whose registry was never created
+// stays live.
 func (w RegistryWatch) Run(ctx context.Context, poll time.Duration, set func(building bool)) {
-	current, known := false, false
+	building, warned := false, false
 	for {
-		building, err := w.Building(ctx)
+		b, err := w.Building(ctx)
 		switch {
-		case err != nil && !known:
-			slog.Info("cannot read the view registry; writing as a live sink", "error", err)
-			known = true
-		case err == nil && (!known || building != current):
-			slog.Info("table state in the view registry", "table", w.Keyspace+"."+w.Table, "building", building)
-			current, known = building, true
-			set(building)
+		case err != nil && !warned:
+			slog.Info("cannot read the view registry; keeping the batches as they are", "error", err)
+			warned = true
+		case err == nil && b != building:
+			slog.Info("table state in the view registry", "table", w.Keyspace+"."+w.Table, "building", b)
+			building = b
+			set(b)
 		}
 		select {
 		case <-ctx.Done():

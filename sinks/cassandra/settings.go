@@ -179,6 +179,18 @@ func (s Settings) Validate() error {
 	return errors.Join(errs...)
 }
 
+// LiveCut is how batches are cut while the table is live: BatchSize,
+// Linger, and eagerly as soon as nothing more is at hand.
+func (s Settings) LiveCut() Cut {
+	return Cut{Size: s.BatchSize, Linger: s.Linger, Eager: true}
+}
+
+// BuildingCut is how batches are cut while the table is building:
+// BuildingBatchSize or BuildingLinger, whatever is at hand.
+func (s Settings) BuildingCut() Cut {
+	return Cut{Size: s.BuildingBatchSize, Linger: s.BuildingLinger}
+}
+
 // consistency parses the validated consistency level.
 func (s Settings) consistency() gocql.Consistency {
 	c, _ := gocql.ParseConsistencyWrapper(s.Consistency)

@@ -47,6 +47,19 @@ func Connect(s services.Services) (*Clients, error) {
 	return &Clients{Admin: v2, Functions: v3.Functions()}, nil
 }
 
+// ConnectTenant is Connect for a command on one tenant: it also checks that
+// the tenant exists (UnknownTenant's error when not).
+func ConnectTenant(ctx context.Context, s services.Services, tenant string) (*Clients, error) {
+	c, err := Connect(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.RequireTenant(ctx, tenant); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // RequireTenant returns UnknownTenant's error when tenant does not exist.
 func (c *Clients) RequireTenant(ctx context.Context, tenant string) error {
 	if _, err := c.Admin.Tenants().GetWithContext(ctx, tenant); err != nil {

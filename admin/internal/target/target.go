@@ -9,12 +9,36 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/internal/services"
 )
+
+// Command is what every cluster command takes from its command line and
+// environment; each command's Options embed it.
+type Command struct {
+	// Dir is the manifest directory. Default manifests.
+	Dir    string
+	Target Flags
+	// Services are the addresses of Pulsar and Cassandra. Default: from
+	// the environment (FOLDLINE_*), else the local stack's.
+	Services services.Services
+	// Out receives the command's result; ErrOut progress.
+	Out, ErrOut io.Writer
+}
+
+// Bind fills c from cmd's command line: the DIR argument, the services of
+// the environment and cmd's output streams; it reports whether -o json was
+// asked for.
+func (c *Command) Bind(cmd *cobra.Command, args []string) (asJSON bool, err error) {
+	c.Dir = Dir(args)
+	c.Services = Services()
+	c.Out, c.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
+	return c.Target.JSON()
+}
 
 // Flags are the shared flags.
 type Flags struct {

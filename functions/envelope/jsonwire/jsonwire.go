@@ -44,9 +44,6 @@ func (r *Reader) Failed() bool { return r.failed }
 // Fail marks the input as one the caller leaves to encoding/json.
 func (r *Reader) Fail() { r.failed = true }
 
-// Pos is the offset of the next unread byte.
-func (r *Reader) Pos() int { return r.pos }
-
 // Done reports whether only whitespace is left, failing the Reader if not.
 func (r *Reader) Done() bool {
 	if r.peek() != 0 || r.pos != len(r.data) {

@@ -87,12 +87,17 @@ func (s *Sink) setUp(userConf map[string]any) {
 	for {
 		applier, session, err := connect(ctx, cfg)
 		if err == nil {
-			s.batcher = cassandra.NewBatcher(applier, cfg.Settings.BatchSize, cfg.Settings.Linger, cfg.Settings.Pipeline)
-			s.batcher.Building(cfg.Settings.BuildingBatchSize, cfg.Settings.BuildingLinger)
+			s.batcher = cassandra.NewBatcher(applier, cfg.Settings.LiveCut(), cfg.Settings.Pipeline)
 			if cfg.Settings.Registry != "" {
 				watch := cassandra.RegistryWatch{Session: session, Keyspace: cfg.View.Keyspace, Registry: cfg.Settings.Registry,
 					View: cfg.View.View, Table: cfg.View.Table}
-				go watch.Run(ctx, registryPoll, s.batcher.SetBuilding)
+				go watch.Run(ctx, registryPoll, func(building bool) {
+					cut := cfg.Settings.LiveCut()
+					if building {
+						cut = cfg.Settings.BuildingCut()
+					}
+					s.batcher.SetCut(cut)
+				})
 			}
 			go s.batcher.Run(ctx)
 			close(s.ready)

@@ -40,6 +40,7 @@ import (
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/internal/proc"
 )
 
 type options struct {
@@ -338,11 +339,11 @@ func measure(ctx context.Context, client pulsar.Client, c contender, in, out str
 			return r
 		}
 		if i == warm {
-			start, cpuAtStart = time.Now(), cpuTime(pid())
+			start, cpuAtStart = time.Now(), proc.CPUTime(pid())
 		}
 	}
 	r.rate = float64(n-1-warm) / time.Since(start).Seconds()
-	r.cpuPerMsg = (cpuTime(pid()) - cpuAtStart) / time.Duration(n-1-warm)
+	r.cpuPerMsg = (proc.CPUTime(pid()) - cpuAtStart) / time.Duration(n-1-warm)
 	r.rssMB = float64(peakRSS.Load()) / 1024
 	return r
 }
@@ -352,7 +353,7 @@ func sampleRSS(ctx context.Context, pid func() int, peak *atomic.Int64) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if kb := rssKB(pid()); kb > peak.Load() {
+		if kb := proc.RSSKB(pid()); kb > peak.Load() {
 			peak.Store(kb)
 		}
 		select {
@@ -361,41 +362,6 @@ func sampleRSS(ctx context.Context, pid func() int, peak *atomic.Int64) {
 		case <-t.C:
 		}
 	}
-}
-
-// cpuTime returns the user and system CPU time process pid has used.
-func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	fields := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(fields) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
-}
-
-func rssKB(pid int) int64 {
-	if pid <= 0 {
-		return 0
-	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb
-		}
-	}
-	return 0
 }
 
 // deploy creates a function with the distribution's pulsar-admin and finds
@@ -413,7 +379,9 @@ func deploy(ctx context.Context, o options, ns, name, in, out string, kind []str
 	var pid atomic.Int64
 	go func() {
 		for ctx.Err() == nil && pid.Load() == 0 {
-			pid.Store(int64(findProcess(marker)))
+			if pids := proc.PIDs(func(argv []string) bool { return strings.Contains(strings.Join(argv, " "), marker) }); len(pids) > 0 {
+				pid.Store(int64(pids[0]))
+			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
@@ -429,21 +397,6 @@ func pulsarAdmin(ctx context.Context, o options, args ...string) error {
 		return fmt.Errorf("pulsar-admin %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return nil
-}
-
-func findProcess(marker string) int {
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(cmdline), marker) {
-			return pid
-		}
-	}
-	return 0
 }
 
 func adminDo(o options, method, path string) error {
