@@ -1,7 +1,8 @@
 // Package target is what the cluster commands (plan, deploy, destroy,
-// status, views) share: the manifest directory argument, the --tenant and
-// --keyspace overrides that let tests and previews deploy the same
-// manifests under another name, and the service addresses.
+// status, views, ledger, backfill) share: the manifest directory argument,
+// the --tenant and --keyspace overrides that let tests and previews deploy
+// the same manifests under another name, the service addresses, the output
+// streams and -o json.
 package target
 
 import (
