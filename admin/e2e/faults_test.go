@@ -164,3 +164,34 @@ func TestDisruptiveShopViewsSurviveCassandraRestart(t *testing.T) {
 	testenv.Stack(t, "up", "cassandra")
 	s.waitForFold(t, 5*time.Minute)
 }
+
+// TestShopViewsSurviveTopicUnloads unloads the ledger and the pipeline's
+// topics while events flow, as a broker does when it restarts or moves a
+// bundle: every stage's consumers and producers must reconnect, and the
+// views still end equal to the fold (issue 4: broker restarts are survived
+// by reconnecting).
+func TestShopViewsSurviveTopicUnloads(t *testing.T) {
+	s := deployShop(t, "unload")
+	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: s.svc.PulsarAdminURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var topics []*utils.TopicName
+	for _, name := range []string{"ledger/events", pipelineNS + "/valid", pipelineNS + "/user-activity-ops", pipelineNS + "/purchases"} {
+		topic, err := utils.GetTopicName("persistent://" + s.tenant + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		topics = append(topics, topic)
+	}
+	events := generate(t, 8000, 13)
+	for i := 0; i < len(events); i += 1000 {
+		s.ingest(t, events[i:i+1000])
+		for _, topic := range topics {
+			if err := admin.Topics().Unload(*topic); err != nil {
+				t.Fatalf("unloading %s: %v", topic, err)
+			}
+		}
+	}
+	s.waitForFold(t, 3*time.Minute)
+}

@@ -28,12 +28,15 @@ func TestBackfillReadsOffloadedLedger(t *testing.T) {
 	events := generate(t, 6000, 31)
 	for i := 0; i < len(events); i += 2000 {
 		s.ingest(t, events[i:i+2000])
+		// The live pipeline catches up first, so that the unload below
+		// closes a segment rather than tests reconnection under load
+		// (TestShopViewsSurviveTopicUnloads does that).
+		s.waitForFold(t, 3*time.Minute)
 		// Unloading the topic closes its segment: the next write opens another.
 		if err := admin.Topics().Unload(*topic); err != nil {
 			t.Fatalf("unloading %s: %v", topic, err)
 		}
 	}
-	s.waitForFold(t, 3*time.Minute)
 
 	lopts := ledger.Options{Command: s.opts.Command, Wait: 5 * time.Minute}
 	if _, err := ledger.Offload(t.Context(), lopts); err != nil {
