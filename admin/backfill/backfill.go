@@ -24,8 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -167,8 +165,7 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	if running, err := e.store.Running(ctx, view); err != nil {
 		return nil, err
 	} else if running != nil {
-		return nil, fmt.Errorf("view %s is already backfilling into %s.%s (started %s): follow it with foldline backfill --watch %s, or drop it with foldline backfill --abort %s: %w",
-			view, ks, running.Table, running.StartedAt.Format(time.RFC3339), view, view, ErrAlreadyRunning)
+		return nil, alreadyRunning(ks, running)
 	}
 	exists, err := registry.Exists(ctx, e.cql, ks)
 	if err != nil {
@@ -199,8 +196,10 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	if err := e.store.Ensure(ctx); err != nil {
 		return nil, err
 	}
-	if err := e.store.Put(ctx, rec); err != nil {
+	if running, err := e.store.Claim(ctx, rec); err != nil {
 		return nil, err
+	} else if running != nil {
+		return nil, alreadyRunning(ks, running)
 	}
 	definition, err := json.Marshal(sink.Schema())
 	if err != nil {
@@ -216,7 +215,12 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	return rec, nil
 }
 
-var versionSuffix = regexp.MustCompile(`_v([0-9]+)$`)
+// alreadyRunning refuses a second backfill of running's view.
+func alreadyRunning(keyspace string, running *backfillrecord.Record) error {
+	view := running.View
+	return fmt.Errorf("view %s is already backfilling into %s.%s (started %s): follow it with foldline backfill --watch %s, or drop it with foldline backfill --abort %s: %w",
+		view, keyspace, running.Table, running.StartedAt.Format(time.RFC3339), view, view, ErrAlreadyRunning)
+}
 
 // nextVersion is the table version a backfill fills: the manifests' for a
 // view never registered (a new view), else one past every version the
@@ -227,8 +231,7 @@ func nextVersion(entry registry.Entry, v *manifest.View) int {
 	}
 	highest := 0
 	for _, ver := range entry.Versions {
-		if m := versionSuffix.FindStringSubmatch(ver.Table); m != nil {
-			n, _ := strconv.Atoi(m[1])
+		if n, ok := backfillrecord.TableVersion(ver.Table); ok {
 			highest = max(highest, n)
 		}
 	}

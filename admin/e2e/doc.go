@@ -3,7 +3,7 @@
 // generated stream ingested into the ledger, and every view compared with an
 // independent fold of the same events (internal/shopfold) — in quiet
 // conditions and under faults (sink instances killed, operations delivered
-// twice, Cassandra restarted) and through backfills (a view added after the
+// twice, topics unloaded while events flow, Cassandra restarted) and through backfills (a view added after the
 // events, a replay, a changed transformation under live traffic). It has no
 // code outside its tests; testdata holds a changed transformation they
 // deploy.

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -129,6 +131,87 @@ func (s Store) Put(ctx context.Context, r *Record) error {
 		return fmt.Errorf("recording backfill of %s into %s: %w", r.View, r.Table, err)
 	}
 	return nil
+}
+
+// Claim records r, a running backfill about to deploy, only if no other
+// backfill of r.View runs; otherwise it records nothing of r's and returns
+// the running one. Two starts racing each other cannot both win: the row of
+// r's table is claimed with a lightweight transaction (Paxos), so of two
+// starts that picked the same table one fails; a start that picked another
+// table and then finds another running claim of the view gives way, marking
+// its own claim aborted. Two racing claims may both give way; never do both
+// win.
+func (s Store) Claim(ctx context.Context, r *Record) (running *Record, err error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encoding backfill of %s: %w", r.View, err)
+	}
+	claimed, err := s.claimRow(ctx, r, string(data))
+	if err != nil || claimed != nil {
+		return claimed, err
+	}
+	records, err := s.List(ctx, r.View)
+	if err != nil {
+		return nil, err
+	}
+	for _, other := range records {
+		if other.State == StateRunning && other.Table != r.Table {
+			lost := *r
+			lost.State, lost.Error = StateAborted, "refused: a backfill into "+other.Table+" started at the same time"
+			lost.FinishedAt = time.Now().UTC()
+			if err := s.Put(ctx, &lost); err != nil {
+				return nil, err
+			}
+			return other, nil
+		}
+	}
+	return nil, nil
+}
+
+// claimRow writes r's row if it is absent or holds a finished backfill
+// (a table version reused after an abort), as one compare-and-set; it
+// returns the running record that holds the row instead.
+func (s Store) claimRow(ctx context.Context, r *Record, data string) (*Record, error) {
+	insert := fmt.Sprintf(`INSERT INTO %q.%q (view_name, table_name, state, record) VALUES (?, ?, ?, ?) IF NOT EXISTS`, s.Keyspace, Table)
+	existing := map[string]any{}
+	applied, err := s.CQL.Query(insert, r.View, r.Table, r.State, data).WithContext(ctx).MapScanCAS(existing)
+	if err != nil {
+		return nil, fmt.Errorf("claiming %s for a backfill of %s: %w", r.Table, r.View, err)
+	}
+	if applied {
+		return nil, nil
+	}
+	state, _ := existing["state"].(string)
+	prior, _ := existing["record"].(string)
+	if state != StateRunning {
+		update := fmt.Sprintf(`UPDATE %q.%q SET state = ?, record = ? WHERE view_name = ? AND table_name = ? IF state = ?`, s.Keyspace, Table)
+		current := map[string]any{}
+		applied, err := s.CQL.Query(update, r.State, data, r.View, r.Table, state).WithContext(ctx).MapScanCAS(current)
+		if err != nil {
+			return nil, fmt.Errorf("claiming %s for a backfill of %s: %w", r.Table, r.View, err)
+		}
+		if applied {
+			return nil, nil
+		}
+		prior, _ = current["record"].(string)
+	}
+	var holder Record
+	if err := json.Unmarshal([]byte(prior), &holder); err != nil {
+		return nil, fmt.Errorf("decoding the backfill that holds %s.%s: %w", s.Keyspace, r.Table, err)
+	}
+	return &holder, nil
+}
+
+// TableVersion is N of a table named <view>_v<N>; ok is false for a name
+// without that suffix.
+func TableVersion(table string) (n int, ok bool) {
+	i := strings.LastIndex(table, "_v")
+	digits := table[i+2:]
+	if i < 0 || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(digits)
+	return n, err == nil
 }
 
 // List returns the records of view, or of every view for "". A keyspace
