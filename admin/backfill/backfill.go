@@ -44,6 +44,7 @@ const (
 	StateRunning  = backfillrecord.StateRunning
 	StateSwitched = backfillrecord.StateSwitched
 	StateAborted  = backfillrecord.StateAborted
+	StateSnapshot = backfillrecord.StateSnapshot
 )
 
 // Record is a backfill's record (see backfillrecord).
@@ -85,6 +86,13 @@ type Options struct {
 	Timeout time.Duration
 	// JSON prints each snapshot and the result as JSON lines on Out.
 	JSON bool
+	// Until makes the backfill a replay as of a point of the ledger: an
+	// RFC 3339 time (events published up to it) or a ledger position
+	// ledger:entry[:batch] (events up to it, inclusive). The stages that
+	// read the ledger skip what lies beyond; once every stage has caught up
+	// the replay's functions and topics are removed and its table is kept
+	// as a snapshot next to the active one, which is not switched.
+	Until string
 }
 
 func (o *Options) defaults() {
@@ -113,6 +121,9 @@ type Result struct {
 	Retired []string `json:"retired"`
 	// Dropped lists old tables dropped because their retention passed.
 	Dropped []string `json:"dropped"`
+	// Until is a replay's cutoff (Options.Until); Table then holds the view
+	// as of it, and the view still reads OldTable.
+	Until string `json:"until,omitempty"`
 }
 
 // env is one connection to the cluster with the manifests loaded.
@@ -180,8 +191,12 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	}
 	forked := manifest.ForkPath(e.graph.PathTo(view), nextVersion(entry, e.view))
 	sink := forked[len(forked)-1].View
+	until, err := e.applyCutoff(opts.Until, forked, time.Now())
+	if err != nil {
+		return nil, err
+	}
 	rec := &backfillrecord.Record{View: view, Table: sink.Table(), OldTable: entry.ActiveTable, State: backfillrecord.StateRunning,
-		Stages: backfillrecord.RefsOf(forked), LedgerAtStart: map[string]int64{}, StartedAt: time.Now().UTC()}
+		Stages: backfillrecord.RefsOf(forked), LedgerAtStart: map[string]int64{}, StartedAt: time.Now().UTC(), Until: until}
 	for _, st := range forked {
 		for _, in := range st.Inputs {
 			if e.graph.Ledger[in] {
@@ -208,7 +223,11 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	if err := registry.RegisterBuilding(ctx, e.cql, ks, view, rec.Table, string(definition)); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(opts.ErrOut, "backfilling %s into %s.%s (active: %s) over %d ledger entries\n", view, ks, rec.Table, orNone(rec.OldTable), sum(rec.LedgerAtStart))
+	if rec.Until != "" {
+		fmt.Fprintf(opts.ErrOut, "replaying %s as of %s into %s.%s (active: %s, not switched) over %d ledger entries\n", view, rec.Until, ks, rec.Table, orNone(rec.OldTable), sum(rec.LedgerAtStart))
+	} else {
+		fmt.Fprintf(opts.ErrOut, "backfilling %s into %s.%s (active: %s) over %d ledger entries\n", view, ks, rec.Table, orNone(rec.OldTable), sum(rec.LedgerAtStart))
+	}
 	if err := deploy.CreateStages(ctx, opts.Options, e.pulsar, e.cql, e.set, forked); err != nil {
 		return rec, fmt.Errorf("deploying the backfill of %s (see foldline status; foldline backfill --abort %s removes it): %w", view, view, err)
 	}
@@ -274,7 +293,11 @@ func (e *env) watch(ctx context.Context, opts Options, rec *backfillrecord.Recor
 	stalls := stallWatch{}
 	caughtUp := 0
 	for {
-		snap, err := snapshot(ctx, e.pulsar, rec, opts.Threshold, time.Now())
+		threshold := opts.Threshold
+		if rec.Until != "" {
+			threshold = 0 // a replay ends exact: nothing left anywhere
+		}
+		snap, err := snapshot(ctx, e.pulsar, rec, threshold, time.Now())
 		if err != nil {
 			return nil, err
 		}
@@ -287,6 +310,9 @@ func (e *env) watch(ctx context.Context, opts Options, rec *backfillrecord.Recor
 		done := caughtUp >= 2
 		if err := opts.emit(snap, tty, done, &drawn); err != nil {
 			return nil, err
+		}
+		if done && rec.Until != "" {
+			return e.finishReplay(ctx, opts, rec)
 		}
 		if done {
 			return e.finish(ctx, opts, rec)
@@ -584,19 +610,7 @@ func Abort(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 	if rec == nil {
 		return nil, fmt.Errorf("view %s: %w (to go back to an older table after a switch: foldline views --activate TABLE): %w", e.view.Name, ErrNoBackfill, exitcode.ErrNotFound)
 	}
-	stages := backfillrecord.StagesOf(rec.Stages)
-	if _, err := deploy.DeleteStages(ctx, e.pulsar, stages, opts.ErrOut); err != nil {
-		return nil, err
-	}
-	var topics []string
-	for _, ref := range rec.Stages {
-		for _, t := range []string{ref.Output, ref.DeadLetterTopic} {
-			if t != "" {
-				topics = append(topics, t)
-			}
-		}
-	}
-	if err := deploy.DeleteTopics(ctx, e.pulsar, topics); err != nil {
+	if _, err := e.removeStages(ctx, opts, rec); err != nil {
 		return nil, err
 	}
 	if err := e.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %q.%q`, ks, rec.Table)).WithContext(ctx).Exec(); err != nil {
@@ -611,6 +625,28 @@ func Abort(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 	}
 	fmt.Fprintf(opts.ErrOut, "aborted the backfill of %s into %s.%s\n", rec.View, ks, rec.Table)
 	return rec, nil
+}
+
+// removeStages deletes a backfill's functions and subscriptions (downstream
+// first) and the topics it created (outputs, dead letters), and returns
+// what it deleted.
+func (e *env) removeStages(ctx context.Context, opts Options, rec *backfillrecord.Record) ([]string, error) {
+	deleted, err := deploy.DeleteStages(ctx, e.pulsar, backfillrecord.StagesOf(rec.Stages), opts.ErrOut)
+	if err != nil {
+		return deleted, err
+	}
+	var topics []string
+	for _, ref := range rec.Stages {
+		for _, t := range []string{ref.Output, ref.DeadLetterTopic} {
+			if t != "" {
+				topics = append(topics, t)
+			}
+		}
+	}
+	if err := deploy.DeleteTopics(ctx, e.pulsar, topics); err != nil {
+		return deleted, err
+	}
+	return append(deleted, topics...), nil
 }
 
 // Running returns a progress snapshot of every running backfill of

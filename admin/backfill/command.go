@@ -34,11 +34,19 @@ write, and the old path's functions that no other view needs are deleted. The ol
 table stays for --keep-old (rollback: foldline views --activate TABLE).
 
 The backfill survives the CLI: --detach starts it and exits, foldline status shows it,
---watch takes it over (and switches when it has caught up), --abort removes it.`,
+--watch takes it over (and switches when it has caught up), --abort removes it.
+
+--until WHEN makes it a replay: the view as it was at WHEN (a time: the events the
+ledger received up to it; or a position, from a row's fl_applied or a dead letter's
+origin: the events up to it) is built into its own table the same way; once every stage
+has caught up, the replay's functions and topics are removed and the table stays,
+registered as a snapshot (foldline views lists it; query it with CQL). The view is
+not switched.`,
 		Example: `  foldline backfill product_sales
   foldline backfill user_activity --require-identical --tenant shop-test
   foldline backfill product_sales --detach && foldline backfill --watch product_sales -o json
-  foldline backfill --abort product_sales`,
+  foldline backfill --abort product_sales
+  foldline backfill user_activity --until 2026-11-30T12:00:00Z`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.View = args[0]
@@ -71,7 +79,9 @@ The backfill survives the CLI: --detach starts it and exits, foldline status sho
 			if opts.JSON {
 				return json.NewEncoder(opts.Out).Encode(result)
 			}
-			if res, ok := result.(*Result); ok {
+			if res, ok := result.(*Result); ok && res.Until != "" {
+				fmt.Fprintf(opts.Out, "View %s as of %s is in table %s (the view still reads %s); %d replay resources removed.\n", res.View, res.Until, res.Table, orNone(res.OldTable), len(res.Retired))
+			} else if ok {
 				fmt.Fprintf(opts.Out, "View %s switched to %s (was %s); %d old resources retired.\n", res.View, res.Table, orNone(res.OldTable), len(res.Retired))
 			}
 			return nil
@@ -87,6 +97,7 @@ The backfill survives the CLI: --detach starts it and exits, foldline status sho
 	f.DurationVar(&opts.KeepOld, "keep-old", 7*24*time.Hour, "how long the old table is kept for a rollback after the switch")
 	f.DurationVar(&opts.Timeout, "timeout", 0, "stop watching after this long (the backfill goes on); 0 watches until caught up")
 	f.DurationVar(&opts.Wait, "wait", 5*time.Minute, "how long to wait for the new functions' instances to run")
+	f.StringVar(&opts.Until, "until", "", "replay the view as of a point of the ledger into its own table, kept as a snapshot and never switched: an RFC 3339 time (events published up to it) or a ledger position ledger:entry[:batch] (up to it, inclusive)")
 	return cmd
 }
 

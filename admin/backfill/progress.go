@@ -49,13 +49,15 @@ type StageProgress struct {
 // Snapshot is a backfill's progress at one moment (-o json prints one per
 // poll).
 type Snapshot struct {
-	View     string          `json:"view"`
-	Table    string          `json:"table"`
-	OldTable string          `json:"oldTable,omitempty"`
-	State    string          `json:"state"`
-	At       time.Time       `json:"at"`
-	Elapsed  float64         `json:"elapsedSeconds"`
-	Stages   []StageProgress `json:"stages"`
+	View     string `json:"view"`
+	Table    string `json:"table"`
+	OldTable string `json:"oldTable,omitempty"`
+	State    string `json:"state"`
+	// Until is a replay's cutoff, "" for a backfill that switches.
+	Until   string          `json:"until,omitempty"`
+	At      time.Time       `json:"at"`
+	Elapsed float64         `json:"elapsedSeconds"`
+	Stages  []StageProgress `json:"stages"`
 	// CaughtUp: every stage has got through the ledger as it was at the
 	// start and its backlog is at most the threshold.
 	CaughtUp bool `json:"caughtUp"`
@@ -91,7 +93,7 @@ func failureFlood(processed, failed int64, latest, deadLetterTopic string) strin
 // an upstream stage had acknowledged it had also written before a later
 // stage's backlog was read.
 func snapshot(ctx context.Context, pulsar *pulsarx.Clients, r *backfillrecord.Record, threshold int64, now time.Time) (*Snapshot, error) {
-	s := &Snapshot{View: r.View, Table: r.Table, OldTable: r.OldTable, State: r.State, At: now.UTC(),
+	s := &Snapshot{View: r.View, Table: r.Table, OldTable: r.OldTable, State: r.State, Until: r.Until, At: now.UTC(),
 		Elapsed: now.Sub(r.StartedAt).Seconds(), CaughtUp: r.State == backfillrecord.StateRunning}
 	for _, ref := range r.Stages {
 		p := StageProgress{Name: ref.Name, Kind: ref.Kind, Subscription: ref.SubName}
@@ -186,7 +188,11 @@ func (s *Snapshot) Write(w io.Writer, bars bool) {
 	if s.CaughtUp {
 		state = "caught up"
 	}
-	fmt.Fprintf(w, "backfill of %s into %s: %s after %s\n", s.View, s.Table, state, (time.Duration(s.Elapsed) * time.Second).Round(time.Second))
+	what := "backfill of " + s.View
+	if s.Until != "" {
+		what = "replay of " + s.View + " as of " + s.Until
+	}
+	fmt.Fprintf(w, "%s into %s: %s after %s\n", what, s.Table, state, (time.Duration(s.Elapsed) * time.Second).Round(time.Second))
 	width := 0
 	for _, p := range s.Stages {
 		width = max(width, len(p.Name))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
@@ -98,6 +99,13 @@ func DeleteStages(ctx context.Context, pulsar *pulsarx.Clients, stages []*manife
 		default:
 			note("deleted function %s", st.FullName())
 		}
+		n, err := deletePackages(ctx, pulsar, st)
+		if err != nil {
+			return removed, err
+		}
+		if n > 0 {
+			note("deleted %d stored package version(s) of %s", n, st.FullName())
+		}
 		for _, in := range st.Inputs {
 			gone, err := deleteSubscription(ctx, pulsar, in, st.SubName)
 			if err != nil {
@@ -109,6 +117,30 @@ func DeleteStages(ctx context.Context, pulsar *pulsarx.Clients, stages []*manife
 		}
 	}
 	return removed, nil
+}
+
+// deletePackages deletes what the worker stored of a stage's function in the
+// package management service, every version of function://<full name>. The
+// worker leaves it behind when the function is deleted, and then refuses to
+// create a function of that name again ("Package … metadata already
+// exists"): a backfill into a table version reused after an abort, or a
+// replay after its snapshot was dropped, would fail. A cluster without
+// package management (503) stores nothing.
+func deletePackages(ctx context.Context, pulsar *pulsarx.Clients, st *manifest.Stage) (int, error) {
+	url := "function://" + st.FullName()
+	versions, err := pulsar.Packages.ListVersionsWithContext(ctx, url)
+	switch {
+	case pulsarx.IsNotFound(err), pulsarx.StatusCode(err) == http.StatusServiceUnavailable:
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("listing the stored packages of %s: %w", st.FullName(), err)
+	}
+	for _, v := range versions {
+		if err := pulsar.Packages.DeleteWithContext(ctx, url+"@"+v); err != nil && !pulsarx.IsNotFound(err) {
+			return 0, fmt.Errorf("deleting stored package %s@%s: %w", url, v, err)
+		}
+	}
+	return len(versions), nil
 }
 
 // DeleteTopics deletes topics (forcefully: their functions are gone),

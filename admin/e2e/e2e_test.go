@@ -139,24 +139,15 @@ func (s *shop) views(t testing.TB) (shopfold.Result, error) {
 	if err != nil {
 		return r, err
 	}
-	iter := s.session.Query(`SELECT user, page_views, cart_units, purchases, spent_cents, last_seen, last_url, fl_deleted FROM ` +
-		s.keyspace + `.` + userActivity).Iter()
+	if r.UserActivity, err = s.userActivity(userActivity); err != nil {
+		return r, err
+	}
+	iter := s.session.Query(`SELECT sku, units, revenue_cents, orders, fl_deleted FROM ` + s.keyspace + `.` + productSales).Iter()
 	var (
 		key     string
-		row     shopfold.UserActivityRow
 		deleted bool
+		sales   shopfold.ProductSalesRow
 	)
-	for iter.Scan(&key, &row.PageViews, &row.CartUnits, &row.Purchases, &row.SpentCents, &row.LastSeen, &row.LastURL, &deleted) {
-		if !deleted {
-			row.LastSeen = row.LastSeen.UTC()
-			r.UserActivity[key] = row
-		}
-	}
-	if err := iter.Close(); err != nil {
-		return r, fmt.Errorf("reading user_activity: %w", err)
-	}
-	iter = s.session.Query(`SELECT sku, units, revenue_cents, orders, fl_deleted FROM ` + s.keyspace + `.` + productSales).Iter()
-	var sales shopfold.ProductSalesRow
 	for iter.Scan(&key, &sales.Units, &sales.RevenueCents, &sales.Orders, &deleted) {
 		if !deleted {
 			r.ProductSales[key] = sales
@@ -168,9 +159,37 @@ func (s *shop) views(t testing.TB) (shopfold.Result, error) {
 	return r, nil
 }
 
+// userActivity reads a table of the user_activity view in the fold's shape,
+// skipping deleted rows.
+func (s *shop) userActivity(table string) (map[string]shopfold.UserActivityRow, error) {
+	rows := map[string]shopfold.UserActivityRow{}
+	iter := s.session.Query(`SELECT user, page_views, cart_units, purchases, spent_cents, last_seen, last_url, fl_deleted FROM ` +
+		s.keyspace + `.` + table).Iter()
+	var (
+		key     string
+		row     shopfold.UserActivityRow
+		deleted bool
+	)
+	for iter.Scan(&key, &row.PageViews, &row.CartUnits, &row.Purchases, &row.SpentCents, &row.LastSeen, &row.LastURL, &deleted) {
+		if !deleted {
+			row.LastSeen = row.LastSeen.UTC()
+			rows[key] = row
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", table, err)
+	}
+	return rows, nil
+}
+
 // expected folds the ledger independently, at Cassandra's millisecond precision.
 func (s *shop) expected() shopfold.Result {
-	want := shopfold.Fold(s.ledger)
+	return foldAtCassandraPrecision(s.ledger)
+}
+
+// foldAtCassandraPrecision folds events as the views should hold them.
+func foldAtCassandraPrecision(events [][]byte) shopfold.Result {
+	want := shopfold.Fold(events)
 	for k, row := range want.UserActivity {
 		row.LastSeen = row.LastSeen.Truncate(time.Millisecond).UTC()
 		want.UserActivity[k] = row

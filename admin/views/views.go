@@ -28,6 +28,11 @@ type Options struct {
 	// rollback to a table a backfill replaced, or forward again) before
 	// listing.
 	Activate string
+	// Drop, when set, removes this table version from the registry and
+	// drops it (a snapshot, or a retired version no longer needed for a
+	// rollback) before listing. The active table, and one a running
+	// backfill builds, are refused.
+	Drop string
 }
 
 // View is one view's line of output.
@@ -38,7 +43,7 @@ type View struct {
 	Table string `json:"table"`
 	Rows  int64  `json:"rows"`
 	// Versions are every table of the view with its state (active,
-	// building, retired).
+	// building, retired, snapshot).
 	Versions []Version `json:"versions"`
 }
 
@@ -57,13 +62,25 @@ func NewCommand() *cobra.Command {
 		Long: `List the views registered in the tenant's keyspace (from the manifests in DIR,
 default manifests/, or --keyspace) with their active table, row count and other
 table versions. With -o json: an array of objects with view, keyspace, table (the
-active one), rows and versions.`,
-		Example: "  foldline views\n  foldline views --keyspace shop -o json",
+active one), rows and versions. --activate TABLE switches its view to it (a rollback);
+--drop TABLE drops a version readers do not use (a snapshot from foldline backfill
+--until, a retired version).`,
+		Example: "  foldline views\n  foldline views --keyspace shop -o json\n  foldline views --activate user_activity_v1\n  foldline views --drop user_activity_v3",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := opts.Bind(cmd, args)
 			if err != nil {
 				return err
+			}
+			if opts.Activate != "" && opts.Drop != "" {
+				return fmt.Errorf("--activate and --drop exclude each other: %w", exitcode.ErrUsage)
+			}
+			if opts.Drop != "" {
+				view, err := Drop(cmd.Context(), opts)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(opts.ErrOut, "dropped %s (a version of view %s)\n", opts.Drop, view)
 			}
 			if opts.Activate != "" {
 				view, previous, err := Activate(cmd.Context(), opts)
@@ -96,6 +113,7 @@ active one), rows and versions.`,
 	}
 	opts.Target.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Activate, "activate", "", "make TABLE its view's active table (rollback after a backfill; the table is no longer fed once its functions were retired)")
+	cmd.Flags().StringVar(&opts.Drop, "drop", "", "drop TABLE, a version of a view that readers do not use (a snapshot, a retired version), and forget it")
 	return cmd
 }
 
@@ -120,6 +138,51 @@ func Activate(ctx context.Context, opts Options) (view, previous string, err err
 	}
 	previous, err = registry.Activate(ctx, cql, keyspace, view, opts.Activate)
 	return view, previous, err
+}
+
+// ErrInUse is the error for dropping a table that is active or being built.
+var ErrInUse = errors.New("table in use")
+
+// Drop removes opts.Drop from the registry, then drops it, and returns its
+// view. The active table and a table in state building (a running backfill
+// fills it: foldline backfill --abort removes that) are refused.
+func Drop(ctx context.Context, opts Options) (string, error) {
+	keyspace, err := opts.keyspace()
+	if err != nil {
+		return "", err
+	}
+	cql, err := cqlx.Connect(opts.Services)
+	if err != nil {
+		return "", err
+	}
+	defer cql.Close()
+	view, err := registry.FindTable(ctx, cql, keyspace, opts.Drop)
+	if errors.Is(err, registry.ErrUnknownTable) {
+		return "", fmt.Errorf("%w: %w", err, exitcode.ErrNotFound)
+	}
+	if err != nil {
+		return "", err
+	}
+	entry, err := registry.Get(ctx, cql, keyspace, view)
+	if err != nil {
+		return "", err
+	}
+	for _, v := range entry.Versions {
+		switch {
+		case v.Table != opts.Drop:
+		case entry.ActiveTable == v.Table:
+			return "", fmt.Errorf("dropping %s.%s: view %s reads it (activate another version first): %w: %w", keyspace, v.Table, view, ErrInUse, exitcode.ErrUsage)
+		case v.State == registry.StateBuilding:
+			return "", fmt.Errorf("dropping %s.%s: a backfill of %s is building it (foldline backfill --abort %s removes it): %w: %w", keyspace, v.Table, view, view, ErrInUse, exitcode.ErrUsage)
+		}
+	}
+	if err := registry.Unregister(ctx, cql, keyspace, view, opts.Drop); err != nil {
+		return "", err
+	}
+	if err := cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %q.%q`, keyspace, opts.Drop)).WithContext(ctx).Exec(); err != nil {
+		return "", fmt.Errorf("dropping table %s.%s: %w", keyspace, opts.Drop, err)
+	}
+	return view, nil
 }
 
 func (o Options) keyspace() (string, error) {

@@ -89,6 +89,8 @@ type instanceConf struct {
 	DeadLetterTopic string
 	MaxRetries      int
 	RetryBackoff    time.Duration
+	// Until bounds the ledger events processed (a replay as of a point).
+	Until cutoff
 }
 
 // FQFN is the fully qualified function name, tenant/namespace/name.
@@ -369,6 +371,10 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 		return err
 	}
 	c.RetryBackoff = time.Duration(backoffMs) * time.Millisecond
+	var err error
+	if c.Until, err = parseCutoff(c.UserConfig); err != nil {
+		return err
+	}
 	var subType string
 	if err := userString(c.UserConfig, "subscriptionType", &subType); err != nil {
 		return err

@@ -68,6 +68,12 @@
 //     --retain-key-ordering for Go functions; "key_shared" lets the runtime
 //     take a Key_Shared subscription itself, so that several instances share
 //     a non-partitioned topic with order per key.
+//   - "untilPublishTime" (RFC 3339) and "untilPosition" (ledger:entry:batch):
+//     a cutoff for a replay as of a point (foldline backfill --until). A
+//     ledger event (an input without origin) published after the time, or
+//     positioned after the position, is acknowledged and counted as
+//     processed without reaching the handler; derived inputs are never
+//     skipped.
 //
 // Authentication: a "token" in the function's secrets (--secrets
 // '{"token":"…"}') takes precedence over the worker's

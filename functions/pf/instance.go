@@ -151,6 +151,12 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 	origin, err := originOf(msg)
 	in := &input{fc: FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks}}
 	in.ctx = handlerContext{Context: ctx, fc: &in.fc}
+	if err == nil && inst.conf.Until.skips(msg, origin) {
+		// Beyond the replay's cutoff: acknowledged, never handled.
+		in.fc.finished = true
+		inst.send(in, inst.conf.Guarantee != atMostOnce, true, nil)
+		return nil
+	}
 	var records []Record
 	attempts := 0
 	if err != nil {

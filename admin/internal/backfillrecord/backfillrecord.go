@@ -31,6 +31,9 @@ const (
 	StateSwitched = "switched"
 	// StateAborted: its functions, topics and table were removed.
 	StateAborted = "aborted"
+	// StateSnapshot: a replay (Until set) finished: its table holds the
+	// view as of the cutoff; its functions and topics were removed.
+	StateSnapshot = "snapshot"
 )
 
 // StageRef is a deployed stage of a backfill: enough to watch and delete it.
@@ -94,6 +97,10 @@ type Record struct {
 	// Diff is the comparison of the old and new tables before the switch.
 	Diff  *Diff  `json:"diff,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Until is the cutoff of a replay as of a point of the ledger (an RFC
+	// 3339 publish time or a ledger position), "" for a backfill that
+	// follows the ledger and switches.
+	Until string `json:"until,omitempty"`
 }
 
 func createCQL(keyspace string) string {

@@ -27,6 +27,9 @@ type Clients struct {
 	Admin admin.Client
 	// Functions is the functions worker API (v3), which uploads binaries.
 	Functions admin.Functions
+	// Packages is the package management API (v3), where the worker
+	// stores the binaries of functions.
+	Packages admin.Packages
 }
 
 // Connect checks that Pulsar answers at s's addresses and builds the
@@ -44,7 +47,7 @@ func Connect(s services.Services) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating Pulsar functions client for %s: %w", s.PulsarAdminURL, err)
 	}
-	return &Clients{Admin: v2, Functions: v3.Functions()}, nil
+	return &Clients{Admin: v2, Functions: v3.Functions(), Packages: v3.Packages()}, nil
 }
 
 // ConnectTenant is Connect for a command on one tenant: it also checks that

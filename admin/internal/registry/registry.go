@@ -27,6 +27,9 @@ const (
 	StateBuilding = "building"
 	// StateRetired: a former active version kept for rollback.
 	StateRetired = "retired"
+	// StateSnapshot: the view as it was at a point of the ledger (a replay,
+	// foldline backfill --until); complete, and follows nothing.
+	StateSnapshot = "snapshot"
 )
 
 // Version is one table version of a view.
@@ -177,6 +180,21 @@ func RegisterBuilding(ctx context.Context, s *gocql.Session, keyspace, view, tab
 	q := fmt.Sprintf(`UPDATE %q.%q SET state = ?, definition = ?, created_at = ? WHERE view_name = ? AND table_name = ?`, keyspace, Table)
 	if err := s.Query(q, StateBuilding, definition, time.Now(), view, table).WithContext(ctx).Exec(); err != nil {
 		return fmt.Errorf("registering table %s of view %s as building: %w", table, view, err)
+	}
+	return nil
+}
+
+// MarkSnapshot records table, a version of view that a replay has filled
+// as of a point of the ledger, as a snapshot. The active table is not
+// touched.
+func MarkSnapshot(ctx context.Context, s *gocql.Session, keyspace, view, table string) error {
+	q := fmt.Sprintf(`UPDATE %q.%q SET state = ? WHERE view_name = ? AND table_name = ? IF EXISTS`, keyspace, Table)
+	applied, err := s.Query(q, StateSnapshot, view, table).WithContext(ctx).ScanCAS()
+	if err != nil {
+		return fmt.Errorf("registering table %s of view %s as a snapshot: %w", table, view, err)
+	}
+	if !applied {
+		return fmt.Errorf("registering table %s of view %s as a snapshot: %w", table, view, ErrUnknownTable)
 	}
 	return nil
 }
