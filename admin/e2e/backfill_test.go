@@ -98,6 +98,10 @@ func TestBackfillNewView(t *testing.T) {
 	if _, err := backfill.Start(t.Context(), opts); !errors.Is(err, backfill.ErrAlreadyRunning) {
 		t.Fatalf("second backfill of product_sales: got %v, want ErrAlreadyRunning", err)
 	}
+	vopts := views.Options{Command: target.Command{Dir: full, Target: s.opts.Target, Services: s.svc}, Activate: rec.Table}
+	if _, _, err := views.Activate(t.Context(), vopts); !errors.Is(err, views.ErrInUse) {
+		t.Fatalf("activating %s while it is building: got %v, want ErrInUse", rec.Table, err)
+	}
 	report, err := status.Get(t.Context(), status.Options{Command: target.Command{Dir: full, Target: s.opts.Target, Services: s.svc}})
 	if err != nil {
 		t.Fatalf("reading status: %v", err)

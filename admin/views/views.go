@@ -118,7 +118,8 @@ active one), rows and versions. --activate TABLE switches its view to it (a roll
 }
 
 // Activate switches the view that owns opts.Activate to that table in one
-// registry write, and returns the view and the table active before.
+// registry write, and returns the view and the table active before. A table
+// a running backfill is building is refused.
 func Activate(ctx context.Context, opts Options) (view, previous string, err error) {
 	keyspace, err := opts.keyspace()
 	if err != nil {
@@ -136,11 +137,22 @@ func Activate(ctx context.Context, opts Options) (view, previous string, err err
 	if err != nil {
 		return "", "", err
 	}
+	entry, err := registry.Get(ctx, cql, keyspace, view)
+	if err != nil {
+		return "", "", err
+	}
+	for _, v := range entry.Versions {
+		if v.Table == opts.Activate && v.State == registry.StateBuilding {
+			return "", "", fmt.Errorf("activating %s.%s: a backfill of %s is still building it, readers would see it half full (it switches by itself once caught up: foldline backfill --watch %s): %w: %w",
+				keyspace, v.Table, view, view, ErrInUse, exitcode.ErrUsage)
+		}
+	}
 	previous, err = registry.Activate(ctx, cql, keyspace, view, opts.Activate)
 	return view, previous, err
 }
 
-// ErrInUse is the error for dropping a table that is active or being built.
+// ErrInUse is the error for dropping a table that is active or being built,
+// and for activating one being built.
 var ErrInUse = errors.New("table in use")
 
 // Drop removes opts.Drop from the registry, then drops it, and returns its
