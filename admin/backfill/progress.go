@@ -200,7 +200,7 @@ func (s *Snapshot) Write(w io.Writer, bars bool) {
 	for _, p := range s.Stages {
 		label := fmt.Sprintf("  %-*s", width, p.Name)
 		line := progress.Format(label, "entries", p.Done, p.Total, time.Duration(s.Elapsed*float64(time.Second)), bars)
-		fmt.Fprintf(w, "%s, backlog %d, %d events processed, %d dead-lettered, %d/%d running\n", line, p.Backlog, p.Processed, p.DeadLettered, p.Running, p.Instances)
+		fmt.Fprintf(w, "%s, backlog %d, %d events processed, %d dead-letter entries, %d/%d running\n", line, p.Backlog, p.Processed, p.DeadLettered, p.Running, p.Instances)
 		if p.Problem != "" {
 			fmt.Fprintf(w, "  %-*s  ! %s\n", width, "", p.Problem)
 		}
