@@ -104,6 +104,13 @@
 // Shutdown: on SIGTERM or SIGINT the instance stops taking messages, waits up
 // to 4 s for outputs in flight, and closes consumers, producers and client,
 // well within the worker's 10 s grace (and exits with an error at 9 s if
-// closing hangs). An instance whose worker died shuts down the same way. The
-// client reconnects by itself after broker restarts.
+// closing hangs). An instance whose worker died shuts down the same way.
+//
+// Reconnection: the client reconnects by itself after broker restarts and
+// topic unloads. When an unload lands while a consumer is reconnecting,
+// pulsar-client-go (v0.19) may keep a consumer that the broker has already
+// closed: nothing arrives while the subscription's backlog grows with no
+// consumer attached. An instance that received nothing for 20 s asks the
+// broker about each consumer (GetLastMessageIDs) and subscribes again for
+// one the broker does not know.
 package pf

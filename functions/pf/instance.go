@@ -422,19 +422,20 @@ func (inst *instance) run(ctx context.Context) error {
 	}
 	messages := make(chan pulsar.ConsumerMessage, queue)
 	inst.pending = func() int { return len(messages) }
-	var consumers []pulsar.Consumer
-	defer func() {
-		for _, cons := range consumers {
-			cons.Close()
-		}
-	}()
-	for _, in := range c.Inputs {
-		cons, err := client.Subscribe(inst.consumerOptions(in, messages))
+	cons, err := newConsumers(c.Inputs, func(in inputSpec) (pulsar.Consumer, error) {
+		consumer, err := client.Subscribe(inst.consumerOptions(in, messages))
 		if err != nil {
-			return fmt.Errorf("subscribing %s to %s: %w", c.SubscriptionName, in.Topic, err)
+			return nil, subscribeError(c.SubscriptionName, in.Topic, err)
 		}
-		consumers = append(consumers, cons)
+		return consumer, nil
+	}, inst.log)
+	if err != nil {
+		return err
 	}
+	defer cons.close()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go cons.watch(watchCtx, inst.stats.received.total.Load)
 	inst.log.Info("running", "inputs", len(c.Inputs), "subscription", c.SubscriptionName,
 		"type", c.SubscriptionType, "output", c.OutputTopic, "deadLetterTopic", c.DeadLetterTopic)
 
