@@ -131,6 +131,17 @@ func TestDeployShopPipeline(t *testing.T) {
 			}
 		}
 	}
+
+	// The same functions again: the worker keeps a deleted function's
+	// binary in its package store and refuses the name until destroy has
+	// deleted that too.
+	again, err := deploy.Deploy(ctx, opts)
+	if err != nil {
+		t.Fatalf("deploy after destroy: %v", err)
+	}
+	if got := countKind(again.Applied, "function"); got != 6 {
+		t.Errorf("deploy after destroy created %d functions, want 6", got)
+	}
 }
 
 // createWithPulsarAdmin runs stock pulsar-admin functions create with a
