@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"testing"
 
-	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 )
 
@@ -13,11 +13,8 @@ import (
 // (type, backlog, consumers with their permits and unacknowledged
 // messages), so that a view that stops short of the fold shows which stage
 // stalled and how.
-func (s *shop) subscriptionReport() string {
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: s.svc.PulsarAdminURL})
-	if err != nil {
-		return fmt.Sprintf("(no subscription report: %v)", err)
-	}
+func (s *shop) subscriptionReport(t testing.TB) string {
+	admin := s.pulsarAdmin(t)
 	var b strings.Builder
 	for _, namespace := range []string{"ledger", "pipeline"} {
 		ns, err := utils.GetNameSpaceName(s.tenant, namespace)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/admin/deploy"
@@ -82,6 +83,16 @@ func deployShopFrom(t testing.TB, name, dir string) *shop {
 	}
 	t.Cleanup(session.Close)
 	return &shop{svc: svc, tenant: tenant, keyspace: manifest.KeyspaceFor(tenant), opts: opts, session: session}
+}
+
+// pulsarAdmin is an admin client of the stack's broker.
+func (s *shop) pulsarAdmin(t testing.TB) pulsaradmin.Client {
+	t.Helper()
+	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: s.svc.PulsarAdminURL})
+	if err != nil {
+		t.Fatalf("creating a Pulsar admin client: %v", err)
+	}
+	return admin
 }
 
 // generate makes n shop events (with malformed lines) from seed.
@@ -254,7 +265,7 @@ func (s *shop) waitForResult(t testing.TB, want shopfold.Result, timeout time.Du
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("views still differ from the fold of %d ledger events after %v:\n%s\nsubscriptions:\n%s", len(s.ledger), timeout, last, s.subscriptionReport())
+			t.Fatalf("views still differ from the fold of %d ledger events after %v:\n%s\nsubscriptions:\n%s", len(s.ledger), timeout, last, s.subscriptionReport(t))
 		}
 		time.Sleep(time.Second)
 	}

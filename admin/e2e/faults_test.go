@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/foldline/foldline/internal/testenv"
@@ -134,10 +133,7 @@ func republish(t *testing.T, client pulsar.Client, topic string) int {
 // everything.
 func (s *shop) waitForBacklog(t *testing.T, topic, sub string) {
 	t.Helper()
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: s.svc.PulsarAdminURL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := s.pulsarAdmin(t)
 	name, err := utils.GetTopicName(topic)
 	if err != nil {
 		t.Fatal(err)
@@ -176,10 +172,7 @@ func TestDisruptiveShopViewsSurviveCassandraRestart(t *testing.T) {
 // (issue 4: broker restarts are survived by reconnecting).
 func TestShopViewsSurviveTopicUnloads(t *testing.T) {
 	s := deployShop(t, "unload")
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: s.svc.PulsarAdminURL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := s.pulsarAdmin(t)
 	var topics []*utils.TopicName
 	for _, name := range []string{"ledger/events", pipelineNS + "/valid", pipelineNS + "/purchases", pipelineNS + "/user-activity-ops"} {
 		topic, err := utils.GetTopicName("persistent://" + s.tenant + "/" + name)

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/foldline/foldline/admin/backfill"
@@ -17,10 +16,7 @@ import (
 // live table and equal to the fold (issue 9).
 func TestBackfillReadsOffloadedLedger(t *testing.T) {
 	s := deployShop(t, "bfoffload")
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: s.svc.PulsarAdminURL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := s.pulsarAdmin(t)
 	topic, err := utils.GetTopicName("persistent://" + s.tenant + "/ledger/events")
 	if err != nil {
 		t.Fatal(err)

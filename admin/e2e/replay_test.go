@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsaradmin"
-
 	"github.com/foldline/foldline/admin/backfill"
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/internal/registry"
@@ -88,7 +86,7 @@ func TestReplayAsOfATime(t *testing.T) {
 	if pending := plan.Pending(); len(pending) > 0 {
 		t.Errorf("deploy after the replay would change %+v", pending)
 	}
-	functions, err := pulsarFunctions(s)
+	functions, err := s.pulsarAdmin(t).Functions().GetFunctions(s.tenant, pipelineNS)
 	if err != nil {
 		t.Fatalf("listing functions: %v", err)
 	}
@@ -157,13 +155,4 @@ func (s *shop) lastApplied(t *testing.T, table string) envelope.Position {
 		t.Fatalf("reading fl_applied of %s: %v", table, err)
 	}
 	return last
-}
-
-// pulsarFunctions lists the functions of the tenant's pipeline namespace.
-func pulsarFunctions(s *shop) ([]string, error) {
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: s.svc.PulsarAdminURL})
-	if err != nil {
-		return nil, err
-	}
-	return admin.Functions().GetFunctions(s.tenant, pipelineNS)
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
+	"github.com/gocql/gocql"
 	"github.com/spf13/cobra"
 
 	"github.com/foldline/foldline/admin/internal/cqlx"
@@ -121,33 +122,17 @@ active one), rows and versions. --activate TABLE switches its view to it (a roll
 // registry write, and returns the view and the table active before. A table
 // a running backfill is building is refused.
 func Activate(ctx context.Context, opts Options) (view, previous string, err error) {
-	keyspace, err := opts.keyspace()
+	t, err := opts.find(ctx, opts.Activate)
 	if err != nil {
 		return "", "", err
 	}
-	cql, err := cqlx.Connect(opts.Services)
-	if err != nil {
-		return "", "", err
+	defer t.cql.Close()
+	view = t.entry.View
+	if t.version.State == registry.StateBuilding {
+		return "", "", fmt.Errorf("activating %s.%s: a backfill of %s is still building it, readers would see it half full (it switches by itself once caught up: foldline backfill --watch %s): %w: %w",
+			t.keyspace, opts.Activate, view, view, ErrInUse, exitcode.ErrUsage)
 	}
-	defer cql.Close()
-	view, err = registry.FindTable(ctx, cql, keyspace, opts.Activate)
-	if errors.Is(err, registry.ErrUnknownTable) {
-		return "", "", fmt.Errorf("%w: %w", err, exitcode.ErrNotFound)
-	}
-	if err != nil {
-		return "", "", err
-	}
-	entry, err := registry.Get(ctx, cql, keyspace, view)
-	if err != nil {
-		return "", "", err
-	}
-	for _, v := range entry.Versions {
-		if v.Table == opts.Activate && v.State == registry.StateBuilding {
-			return "", "", fmt.Errorf("activating %s.%s: a backfill of %s is still building it, readers would see it half full (it switches by itself once caught up: foldline backfill --watch %s): %w: %w",
-				keyspace, v.Table, view, view, ErrInUse, exitcode.ErrUsage)
-		}
-	}
-	previous, err = registry.Activate(ctx, cql, keyspace, view, opts.Activate)
+	previous, err = registry.Activate(ctx, t.cql, t.keyspace, view, opts.Activate)
 	return view, previous, err
 }
 
@@ -159,42 +144,56 @@ var ErrInUse = errors.New("table in use")
 // view. The active table and a table in state building (a running backfill
 // fills it: foldline backfill --abort removes that) are refused.
 func Drop(ctx context.Context, opts Options) (string, error) {
-	keyspace, err := opts.keyspace()
+	t, err := opts.find(ctx, opts.Drop)
 	if err != nil {
 		return "", err
 	}
-	cql, err := cqlx.Connect(opts.Services)
-	if err != nil {
+	defer t.cql.Close()
+	view := t.entry.View
+	switch {
+	case t.entry.ActiveTable == opts.Drop:
+		return "", fmt.Errorf("dropping %s.%s: view %s reads it (activate another version first): %w: %w", t.keyspace, opts.Drop, view, ErrInUse, exitcode.ErrUsage)
+	case t.version.State == registry.StateBuilding:
+		return "", fmt.Errorf("dropping %s.%s: a backfill of %s is building it (foldline backfill --abort %s removes it): %w: %w", t.keyspace, opts.Drop, view, view, ErrInUse, exitcode.ErrUsage)
+	}
+	if err := registry.Unregister(ctx, t.cql, t.keyspace, view, opts.Drop); err != nil {
 		return "", err
 	}
-	defer cql.Close()
-	view, err := registry.FindTable(ctx, cql, keyspace, opts.Drop)
-	if errors.Is(err, registry.ErrUnknownTable) {
-		return "", fmt.Errorf("%w: %w", err, exitcode.ErrNotFound)
-	}
-	if err != nil {
-		return "", err
-	}
-	entry, err := registry.Get(ctx, cql, keyspace, view)
-	if err != nil {
-		return "", err
-	}
-	for _, v := range entry.Versions {
-		switch {
-		case v.Table != opts.Drop:
-		case entry.ActiveTable == v.Table:
-			return "", fmt.Errorf("dropping %s.%s: view %s reads it (activate another version first): %w: %w", keyspace, v.Table, view, ErrInUse, exitcode.ErrUsage)
-		case v.State == registry.StateBuilding:
-			return "", fmt.Errorf("dropping %s.%s: a backfill of %s is building it (foldline backfill --abort %s removes it): %w: %w", keyspace, v.Table, view, view, ErrInUse, exitcode.ErrUsage)
-		}
-	}
-	if err := registry.Unregister(ctx, cql, keyspace, view, opts.Drop); err != nil {
-		return "", err
-	}
-	if err := cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %q.%q`, keyspace, opts.Drop)).WithContext(ctx).Exec(); err != nil {
-		return "", fmt.Errorf("dropping table %s.%s: %w", keyspace, opts.Drop, err)
+	if err := t.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %q.%q`, t.keyspace, opts.Drop)).WithContext(ctx).Exec(); err != nil {
+		return "", fmt.Errorf("dropping table %s.%s: %w", t.keyspace, opts.Drop, err)
 	}
 	return view, nil
+}
+
+// registered is a table version found in the registry, with the session
+// that found it (the caller closes it).
+type registered struct {
+	cql      *gocql.Session
+	keyspace string
+	entry    registry.Entry
+	version  registry.Version
+}
+
+// find looks table up in the registry of the keyspace the options name; an
+// unknown table is an exitcode.ErrNotFound error.
+func (o Options) find(ctx context.Context, table string) (*registered, error) {
+	keyspace, err := o.keyspace()
+	if err != nil {
+		return nil, err
+	}
+	cql, err := cqlx.Connect(o.Services)
+	if err != nil {
+		return nil, err
+	}
+	entry, version, err := registry.FindTable(ctx, cql, keyspace, table)
+	if err != nil {
+		cql.Close()
+		if errors.Is(err, registry.ErrUnknownTable) {
+			return nil, fmt.Errorf("%w: %w", err, exitcode.ErrNotFound)
+		}
+		return nil, err
+	}
+	return &registered{cql: cql, keyspace: keyspace, entry: entry, version: version}, nil
 }
 
 func (o Options) keyspace() (string, error) {

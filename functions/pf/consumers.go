@@ -2,7 +2,6 @@ package pf
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -114,9 +113,4 @@ func (cs *consumers) close() {
 			cs.list[i] = nil
 		}
 	}
-}
-
-// subscribeError names the subscription and topic of a failed subscribe.
-func subscribeError(sub, topic string, err error) error {
-	return fmt.Errorf("subscribing %s to %s: %w", sub, topic, err)
 }

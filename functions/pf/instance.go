@@ -425,7 +425,7 @@ func (inst *instance) run(ctx context.Context) error {
 	cons, err := newConsumers(c.Inputs, func(in inputSpec) (pulsar.Consumer, error) {
 		consumer, err := client.Subscribe(inst.consumerOptions(in, messages))
 		if err != nil {
-			return nil, subscribeError(c.SubscriptionName, in.Topic, err)
+			return nil, fmt.Errorf("subscribing %s to %s: %w", c.SubscriptionName, in.Topic, err)
 		}
 		return consumer, nil
 	}, inst.log)

@@ -234,20 +234,21 @@ func Activate(ctx context.Context, s *gocql.Session, keyspace, view, table strin
 	return entry.ActiveTable, nil
 }
 
-// FindTable returns the view that has table among its versions.
-func FindTable(ctx context.Context, s *gocql.Session, keyspace, table string) (string, error) {
+// FindTable returns the entry of the view that has table among its
+// versions, and that version.
+func FindTable(ctx context.Context, s *gocql.Session, keyspace, table string) (Entry, Version, error) {
 	entries, err := List(ctx, s, keyspace)
 	if err != nil {
-		return "", err
+		return Entry{}, Version{}, err
 	}
 	for _, e := range entries {
 		for _, v := range e.Versions {
 			if v.Table == table {
-				return e.View, nil
+				return e, v, nil
 			}
 		}
 	}
-	return "", fmt.Errorf("finding table %s in %s.%s: %w", table, keyspace, Table, ErrUnknownTable)
+	return Entry{}, Version{}, fmt.Errorf("finding table %s in %s.%s: %w", table, keyspace, Table, ErrUnknownTable)
 }
 
 // ErrActiveTable is the error for removing the table readers use.
