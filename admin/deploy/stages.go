@@ -136,8 +136,14 @@ func deletePackages(ctx context.Context, pulsar *pulsarx.Clients, st *manifest.S
 		return 0, fmt.Errorf("listing the stored packages of %s: %w", st.FullName(), err)
 	}
 	for _, v := range versions {
-		if err := pulsar.Packages.DeleteWithContext(ctx, url+"@"+v); err != nil && !pulsarx.IsNotFound(err) {
-			return 0, fmt.Errorf("deleting stored package %s@%s: %w", url, v, err)
+		err := pulsar.Packages.DeleteWithContext(ctx, url+"@"+v)
+		if err != nil && !pulsarx.IsNotFound(err) {
+			// An upload cut short (a create killed midway) leaves a version
+			// with no metadata, which the store lists but fails to delete
+			// (500): it blocks nothing, so it is as good as gone.
+			if _, merr := pulsar.Packages.GetMetadataWithContext(ctx, url+"@"+v); !pulsarx.IsNotFound(merr) {
+				return 0, fmt.Errorf("deleting stored package %s@%s: %w", url, v, err)
+			}
 		}
 	}
 	return len(versions), nil

@@ -44,15 +44,20 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 
 	for b.Loop() {
 		readTime := readAll(b, s.svc.PulsarURL, ledger, n)
+		services := map[string]int{"pulsar": testenv.ServicePID(b, "pulsar"), "cassandra": testenv.ServicePID(b, "cassandra"),
+			"this process (floor)": os.Getpid()}
+		cpuBefore := cpuTimes(services)
+		floorTime := foldInProcess(b, s, ledger, n)
+		floorCPU := cpuTimes(services)
+		for name := range floorCPU {
+			floorCPU[name] -= cpuBefore[name]
+		}
+		delete(services, "this process (floor)")
 
 		opts := s.backfillOptions("user_activity", s.opts.Dir)
 		opts.Timeout = 60 * time.Minute
 		opts.ErrOut = os.Stderr // per-stage progress every 5 s: where the time goes
-		services := map[string]int{"pulsar": testenv.ServicePID(b, "pulsar"), "cassandra": testenv.ServicePID(b, "cassandra")}
-		cpuBefore := map[string]time.Duration{}
-		for name, pid := range services {
-			cpuBefore[name] = proc.CPUTime(pid)
-		}
+		cpuBefore = cpuTimes(services)
 		start := time.Now()
 		rec, err := backfill.Start(b.Context(), opts)
 		if err != nil {
@@ -87,9 +92,11 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%.0f\t%.2f×\t\n", n, what, d.Round(10*time.Millisecond), float64(n)/d.Seconds(), d.Seconds()/readTime.Seconds())
 		}
 		row("plain reader, ledger only", readTime)
+		row("one process, no topics (floor)", floorTime)
 		row("backfill, deploy to switch", total)
 		row("backfill, without deploying", total-deployed.Sub(start))
 		tw.Flush()
+		printCPU(floorCPU, floorTime)
 		printCPU(cpu, total)
 		b.ReportMetric(total.Seconds()/readTime.Seconds(), "backfill/read")
 		b.ReportMetric(float64(n)/total.Seconds(), "events/s")
@@ -119,6 +126,15 @@ func readAll(b *testing.B, url, topic string, n int) time.Duration {
 		}
 	}
 	return time.Since(start)
+}
+
+// cpuTimes reads the CPU time each process has used so far.
+func cpuTimes(pids map[string]int) map[string]time.Duration {
+	cpu := make(map[string]time.Duration, len(pids))
+	for name, pid := range pids {
+		cpu[name] = proc.CPUTime(pid)
+	}
+	return cpu
 }
 
 // printCPU prints the CPU time each process used during a backfill, busiest

@@ -38,6 +38,9 @@ const (
 	defaultRetryBackoff = 500 * time.Millisecond
 	maxRetryBackoff     = 30 * time.Second
 	defaultReceiverQ    = 1000
+	// defaultGCPercent and defaultMemoryLimitMB: see gc.go.
+	defaultGCPercent     = 400
+	defaultMemoryLimitMB = 256
 )
 
 // inputSpec is one input topic or topic pattern.
@@ -91,6 +94,10 @@ type instanceConf struct {
 	RetryBackoff    time.Duration
 	// Until bounds the ledger events processed (a replay as of a point).
 	Until cutoff
+	// GCPercent and MemoryLimitMB tune the Go garbage collector (gc.go);
+	// MemoryLimitMB 0 sets no limit.
+	GCPercent     int
+	MemoryLimitMB int
 }
 
 // FQFN is the fully qualified function name, tenant/namespace/name.
@@ -371,6 +378,13 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 		return err
 	}
 	c.RetryBackoff = time.Duration(backoffMs) * time.Millisecond
+	c.GCPercent, c.MemoryLimitMB = defaultGCPercent, defaultMemoryLimitMB
+	if err := userCount(c.UserConfig, "gcPercent", &c.GCPercent); err != nil {
+		return err
+	}
+	if err := userCount(c.UserConfig, "memoryLimitMB", &c.MemoryLimitMB); err != nil {
+		return err
+	}
 	var err error
 	if c.Until, err = parseCutoff(c.UserConfig); err != nil {
 		return err

@@ -95,7 +95,8 @@ func TestParseConfDetails(t *testing.T) {
 				if c.SubscriptionName != "t/n/f" || c.SubscriptionType != pulsar.Shared ||
 					c.SubscriptionPosition != pulsar.SubscriptionPositionLatest ||
 					c.DeadLetterTopic != "persistent://t/n/f-DLQ" || c.MaxRetries != defaultMaxRetries ||
-					c.Guarantee != atLeastOnce || c.Compression != pulsar.LZ4 || c.KeyBasedBatching {
+					c.Guarantee != atLeastOnce || c.Compression != pulsar.LZ4 || c.KeyBasedBatching ||
+					c.GCPercent != defaultGCPercent || c.MemoryLimitMB != defaultMemoryLimitMB {
 					t.Errorf("%+v", c)
 				}
 			},
@@ -103,10 +104,11 @@ func TestParseConfDetails(t *testing.T) {
 		{
 			name: "user config overrides",
 			details: baseDetails + `,"userConfig":"{\"deadLetterTopic\":\"persistent://t/n/dead\",\"maxRetries\":0.0,` +
-				`\"retryBackoffMs\":\"20\",\"subscriptionType\":\"key_shared\"}","retainOrdering":true}`,
+				`\"retryBackoffMs\":\"20\",\"subscriptionType\":\"key_shared\",\"gcPercent\":150.0,\"memoryLimitMB\":0}","retainOrdering":true}`,
 			check: func(t *testing.T, c *instanceConf) {
 				if c.DeadLetterTopic != "persistent://t/n/dead" || c.MaxRetries != 0 ||
-					c.RetryBackoff != 20*time.Millisecond || c.SubscriptionType != pulsar.KeyShared {
+					c.RetryBackoff != 20*time.Millisecond || c.SubscriptionType != pulsar.KeyShared ||
+					c.GCPercent != 150 || c.MemoryLimitMB != 0 {
 					t.Errorf("%+v", c)
 				}
 			},
@@ -183,6 +185,8 @@ func TestParseConfNamesTheBadKey(t *testing.T) {
 		{name: "user config not JSON", conf: detailsJSON(baseDetails + `,"userConfig":"[1"}`), key: `"userConfig"`},
 		{name: "maxRetries not a number", conf: detailsJSON(baseDetails + `,"userConfig":"{\"maxRetries\":true}"}`), key: `"maxRetries"`},
 		{name: "maxRetries negative", conf: detailsJSON(baseDetails + `,"userConfig":"{\"maxRetries\":-1}"}`), key: `"maxRetries"`},
+		{name: "gcPercent negative", conf: detailsJSON(baseDetails + `,"userConfig":"{\"gcPercent\":-1}"}`), key: `"gcPercent"`},
+		{name: "memoryLimitMB not a number", conf: detailsJSON(baseDetails + `,"userConfig":"{\"memoryLimitMB\":\"lots\"}"}`), key: `"memoryLimitMB"`},
 		{name: "retryBackoffMs fractional", conf: detailsJSON(baseDetails + `,"userConfig":"{\"retryBackoffMs\":1.5}"}`), key: `"retryBackoffMs"`},
 		{name: "dead letter topic empty", conf: detailsJSON(baseDetails + `,"userConfig":"{\"deadLetterTopic\":\"\"}"}`), key: `"deadLetterTopic"`},
 		{name: "unknown subscription type", conf: detailsJSON(baseDetails + `,"userConfig":"{\"subscriptionType\":\"exclusive\"}"}`), key: `"subscriptionType"`},

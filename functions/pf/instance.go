@@ -81,6 +81,7 @@ func run(ctx context.Context, handler any, args []string) error {
 	if err != nil {
 		return err
 	}
+	tuneGC(conf, os.Getenv)
 	return newInstance(conf, h, os.Stderr).run(ctx)
 }
 

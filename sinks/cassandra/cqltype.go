@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/functions/envelope/jsonwire"
 )
 
 // ErrBadValue marks a value that can never be stored in its column: wrong
@@ -66,8 +68,8 @@ func textType(name string, asciiOnly bool) *cqlType {
 	return &cqlType{
 		name: name,
 		decode: func(raw json.RawMessage) (any, error) {
-			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
+			s, err := decodeString(raw)
+			if err != nil {
 				return nil, fmt.Errorf("%w: %s wants a JSON string, got %s", ErrBadValue, name, abbreviate(raw))
 			}
 			if !utf8.ValidString(s) {
@@ -97,6 +99,12 @@ func intType(name string, lo, hi int64, bind func(int64) any, scanDest func() an
 	return &cqlType{
 		name: name, min: lo, max: hi,
 		decode: func(raw json.RawMessage) (any, error) {
+			if v, ok := jsonwire.Int(raw); ok {
+				if v < lo || v > hi {
+					return nil, fmt.Errorf("%w: %s wants an integer in [%d, %d], got %d", ErrBadValue, name, lo, hi, v)
+				}
+				return v, nil
+			}
 			// json.Number would also take a quoted number; a column takes
 			// only a JSON number.
 			var n json.Number
@@ -175,9 +183,20 @@ func decodeBool(raw json.RawMessage) (any, error) {
 	return b, nil
 }
 
-func decodeTimestamp(raw json.RawMessage) (any, error) {
+// decodeString reads a JSON string, without encoding/json when it holds no
+// escapes (the common case).
+func decodeString(raw json.RawMessage) (string, error) {
+	if s, ok := jsonwire.PlainString(raw); ok {
+		return s, nil
+	}
 	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	err := json.Unmarshal(raw, &s)
+	return s, err
+}
+
+func decodeTimestamp(raw json.RawMessage) (any, error) {
+	s, err := decodeString(raw)
+	if err != nil {
 		return nil, fmt.Errorf("%w: timestamp wants an RFC 3339 string, got %s", ErrBadValue, abbreviate(raw))
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
@@ -190,8 +209,8 @@ func decodeTimestamp(raw json.RawMessage) (any, error) {
 }
 
 func decodeUUID(raw json.RawMessage) (any, error) {
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	s, err := decodeString(raw)
+	if err != nil {
 		return nil, fmt.Errorf("%w: uuid wants a string, got %s", ErrBadValue, abbreviate(raw))
 	}
 	u, err := gocql.ParseUUID(s)

@@ -441,3 +441,49 @@ func Canonical(raw []byte) bool {
 }
 
 func space(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// PlainString returns the string that raw, one JSON string without escapes
+// (whitespace around it allowed), holds; ok is false for anything else, which
+// the caller leaves to encoding/json.
+func PlainString(raw []byte) (s string, ok bool) {
+	r := NewReader(raw)
+	tok, plain := r.String()
+	if !plain || !r.Done() {
+		return "", false
+	}
+	return string(tok[1 : len(tok)-1]), true
+}
+
+// Int returns the integer that raw, one JSON number written without fraction
+// or exponent (whitespace around it allowed), holds when it fits in an int64;
+// ok is false for anything else, which the caller leaves to encoding/json.
+func Int(raw []byte) (n int64, ok bool) {
+	r := NewReader(raw)
+	if c := r.peek(); c != '-' && (c < '0' || c > '9') {
+		return 0, false
+	}
+	start := r.pos
+	r.number()
+	end := r.pos
+	if !r.Done() {
+		return 0, false
+	}
+	digits := raw[start:end]
+	neg := digits[0] == '-'
+	if neg {
+		digits = digits[1:]
+	}
+	if len(digits) > 18 { // beyond 18 digits an int64 may overflow: not ours
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' { // a fraction or an exponent
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}

@@ -26,3 +26,67 @@ func TestCanonical(t *testing.T) {
 		}
 	}
 }
+
+// numberSamples are JSON texts around the edges of Int.
+var numberSamples = []string{"0", "-0", "7", " 42 ", "-17", "1.5", "1e3", "1E3", "-", "01", "+1", "999999999999999999", "-999999999999999999",
+	"9223372036854775807", "-9223372036854775808", "9223372036854775808", "12345678901234567890", "1 2", "\"5\"", "null", ""}
+
+// TestPlainStringAndIntAgreeWithUnmarshal checks that where PlainString and
+// Int answer, encoding/json answers the same.
+func TestPlainStringAndIntAgreeWithUnmarshal(t *testing.T) {
+	for _, s := range append(append([]string{}, samples...), numberSamples...) {
+		for _, raw := range []string{s, mustMarshal(t, s)} {
+			if got, ok := PlainString([]byte(raw)); ok {
+				var want string
+				if err := json.Unmarshal([]byte(raw), &want); err != nil || got != want {
+					t.Errorf("PlainString(%q) = %q; encoding/json: %q, %v", raw, got, want, err)
+				}
+			}
+			if got, ok := Int([]byte(raw)); ok {
+				var want int64
+				if err := json.Unmarshal([]byte(raw), &want); err != nil || got != want {
+					t.Errorf("Int(%q) = %d; encoding/json: %d, %v", raw, got, want, err)
+				}
+			}
+		}
+	}
+	for raw, want := range map[string]bool{`"plain"`: true, ` "é" `: true, `"a\nb"`: false, `"\xff"`: false, `"a" "b"`: false, `5`: false} {
+		if _, ok := PlainString([]byte(raw)); ok != want {
+			t.Errorf("PlainString(%q) answers %v, want %v", raw, ok, want)
+		}
+	}
+	for raw, want := range map[string]bool{"-17": true, " 42 ": true, "999999999999999999": true, "1.5": false, "1e3": false, "01": false, "9223372036854775807": false} {
+		if _, ok := Int([]byte(raw)); ok != want {
+			t.Errorf("Int(%q) answers %v, want %v", raw, ok, want)
+		}
+	}
+}
+
+func FuzzPlainStringAndInt(f *testing.F) {
+	for _, s := range append(append([]string{}, samples...), numberSamples...) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if got, ok := PlainString([]byte(raw)); ok {
+			var want string
+			if err := json.Unmarshal([]byte(raw), &want); err != nil || got != want {
+				t.Errorf("PlainString(%q) = %q; encoding/json: %q, %v", raw, got, want, err)
+			}
+		}
+		if got, ok := Int([]byte(raw)); ok {
+			var want int64
+			if err := json.Unmarshal([]byte(raw), &want); err != nil || got != want {
+				t.Errorf("Int(%q) = %d; encoding/json: %d, %v", raw, got, want, err)
+			}
+		}
+	})
+}
+
+func mustMarshal(t *testing.T, s string) string {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
