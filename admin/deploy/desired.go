@@ -55,6 +55,10 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 	return out, nil
 }
 
+// sinkMemoryLimitMB is the runtime's soft memory limit for a sink (user
+// config memoryLimitMB, which the view's sink.userConfig may override).
+const sinkMemoryLimitMB = 512
+
 // functionConfig is the config a stage is deployed with: the function's
 // config file as is, or, for a sink, one derived from its view with the
 // table definition and Cassandra hosts in the user config.
@@ -71,7 +75,9 @@ func functionConfig(st *manifest.Stage, cassandraHosts string) (utils.FunctionCo
 	v := st.View
 	// The registry tells the sink when its table is still being built by a
 	// backfill (nobody reads it: larger, fewer writes) and when it is live.
-	uc := map[string]any{"hosts": cassandraHosts, "registry": registry.Table}
+	// Its row cache (100 000 rows by default) is a live heap larger than the
+	// runtime's default soft memory limit.
+	uc := map[string]any{"hosts": cassandraHosts, "registry": registry.Table, "memoryLimitMB": sinkMemoryLimitMB}
 	maps.Copy(uc, v.Sink.UserConfig)
 	schema, err := json.Marshal(v.Schema())
 	if err != nil {

@@ -40,13 +40,7 @@ func (s *Stage) FullName() string { return s.Tenant + "/" + s.Namespace + "/" + 
 
 // DeadLetterTopic is the stage's dead-letter topic, "" when it has none.
 func (s *Stage) DeadLetterTopic() string {
-	var uc map[string]any
-	if s.Function != nil {
-		uc = s.Function.Config.UserConfig
-	} else {
-		uc = s.View.Sink.UserConfig
-	}
-	dlt, _ := uc[UserConfigDeadLetterTopic].(string)
+	dlt, _ := s.userConfig()[UserConfigDeadLetterTopic].(string)
 	return dlt
 }
 
@@ -166,6 +160,7 @@ func (s *Set) Graph() (*Graph, Problems) {
 			}
 		}
 	}
+	ps = append(ps, g.orderingProblems(stages)...)
 	order, cycle := topologicalOrder(stages, g)
 	g.Order = order
 	if cycle != nil {
@@ -176,6 +171,99 @@ func (s *Set) Graph() (*Graph, Problems) {
 		ps = append(ps, cycle[0].problem("inputs", "cycle: %s", strings.Join(append(names, names[0]), " → ")))
 	}
 	return g, ps
+}
+
+// SubscriptionType is the subscription the runtime takes for the stage:
+// userConfig subscriptionType when set, else failover with retainOrdering,
+// else shared.
+func (s *Stage) SubscriptionType() string {
+	uc := s.userConfig()
+	if t, ok := uc[UserConfigSubscriptionType].(string); ok {
+		return t
+	}
+	if s.Function != nil && s.Function.Config.RetainOrdering {
+		return "failover"
+	}
+	return "shared"
+}
+
+func (s *Stage) userConfig() map[string]any {
+	if s.Function != nil {
+		return s.Function.Config.UserConfig
+	}
+	return s.View.Sink.UserConfig
+}
+
+// batchesByKey reports whether the stage's producer batches by key
+// (producerConfig.batchBuilder KEY_BASED).
+func (s *Stage) batchesByKey() bool {
+	if s.Function == nil {
+		return false
+	}
+	pc := s.Function.Config.ProducerConfig
+	return pc != nil && pc.BatchBuilder == "KEY_BASED"
+}
+
+// orderingProblems reports layouts that would break the sink's
+// exactly-once effect. The sink applies an operation only if its origin is
+// past the last one applied to the row from the same ledger partition, so
+// every row must receive its operations in ledger order. A row of a view
+// keyed like the ledger needs only each key's order; a re-keyed row (the
+// shop's product_sales, by SKU) gathers the events of many ledger keys and
+// needs the whole partition's order, through every function upstream —
+// which lint cannot tell apart, since it does not know which functions
+// re-key. Hence:
+//   - a function runs one instance: several interleave keys;
+//   - a function batches by key (producerConfig.batchBuilder KEY_BASED)
+//     only when nothing but sinks reads its output: the key-based batcher
+//     sends each key's batch on its own and so reorders keys;
+//   - a sink may run several instances, each row being one message key, on
+//     a failover subscription, or on a key_shared one whose input's writers
+//     batch by key (Pulsar hands a batch whole to the instance of its first
+//     message's key) with the row cache off (row_cache 0: another instance
+//     may have written the row since).
+func (g *Graph) orderingProblems(stages []*Stage) Problems {
+	var ps Problems
+	readers := map[string][]*Stage{}
+	for _, st := range stages {
+		for _, in := range st.Inputs {
+			readers[in] = append(readers[in], st)
+		}
+	}
+	for _, st := range stages {
+		if st.Kind == StageFunction {
+			if st.Parallelism > 1 {
+				ps = append(ps, st.problem("parallelism", "%d instances of a function interleave the ledger's keys, and a view re-keyed downstream (a row fed by many ledger keys) then gets its operations out of order, which the sink's exactly-once check drops: run 1 instance (a view's sink may run several)", st.Parallelism))
+			}
+			if st.batchesByKey() {
+				for _, r := range readers[st.Output] {
+					if r.Kind == StageFunction {
+						ps = append(ps, st.problem("producerConfig.batchBuilder", "KEY_BASED sends each key's batch on its own, out of ledger order, and function %s reads %s: only a function whose output nothing but sinks reads may batch by key", r.Name, st.Output))
+						break
+					}
+				}
+			}
+			continue
+		}
+		if st.Parallelism <= 1 {
+			continue
+		}
+		switch st.SubscriptionType() {
+		case "failover":
+		case "key_shared":
+			for _, w := range g.Writers[st.Inputs[0]] {
+				if !w.batchesByKey() {
+					ps = append(ps, w.problem("producerConfig.batchBuilder", "view %s's sink runs %d instances on a key_shared subscription of %s, which this function writes: set KEY_BASED, or Pulsar hands a batch of many rows whole to one instance and a row's operations are applied out of order", st.View.Name, st.Parallelism, st.Inputs[0]))
+				}
+			}
+			if rc, ok := st.userConfig()["row_cache"]; !ok || rc != 0 {
+				ps = append(ps, st.problem("userConfig.row_cache", "view %s's sink runs %d instances: set 0, a cached row may be stale once another instance wrote it", st.View.Name, st.Parallelism))
+			}
+		default:
+			ps = append(ps, st.problem("parallelism", "%d instances on a %s subscription apply a row's operations out of order: set userConfig.%s key_shared, or run 1 instance", st.Parallelism, st.SubscriptionType(), UserConfigSubscriptionType))
+		}
+	}
+	return ps
 }
 
 // topologicalOrder sorts stages upstream first (Kahn's algorithm, stable

@@ -102,6 +102,34 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			want:  []wantProblem{{"functions/purchases.yaml", "maxMessageRetries", "maxMessageRetries", "set userConfig.maxRetries instead"}},
 		},
 		{
+			name:  "several instances of a function",
+			edits: []edit{{"functions/user-activity.yaml", "parallelism: 1", "parallelism: 2"}},
+			want:  []wantProblem{{"functions/user-activity.yaml", "parallelism: 2", "parallelism", "2 instances of a function interleave the ledger's keys"}},
+		},
+		{
+			name:  "a function read by functions batches by key",
+			edits: []edit{{"functions/validate.yaml", "parallelism: 1", "parallelism: 1\nproducerConfig:\n  batchBuilder: KEY_BASED"}},
+			want:  []wantProblem{{"functions/validate.yaml", "batchBuilder: KEY_BASED", "producerConfig.batchBuilder", "function user-activity reads persistent://shop/pipeline/valid"}},
+		},
+		{
+			name: "several instances of a sink, the way that keeps each row's order",
+			edits: []edit{{"views/user_activity.yaml", "  parallelism: 1\n  userConfig:", "  parallelism: 2\n  userConfig:\n    subscriptionType: key_shared\n    row_cache: 0"},
+				{"functions/user-activity.yaml", "parallelism: 1", "parallelism: 1\nproducerConfig:\n  batchBuilder: KEY_BASED"}},
+		},
+		{
+			name:  "several instances of a key_shared sink, its writer batching many rows together and its row cache on",
+			edits: []edit{{"views/user_activity.yaml", "  parallelism: 1\n  userConfig:", "  parallelism: 2\n  userConfig:\n    subscriptionType: key_shared"}},
+			want: []wantProblem{
+				{"functions/user-activity.yaml", "tenant: shop", "producerConfig.batchBuilder", "view user_activity's sink runs 2 instances on a key_shared subscription of persistent://shop/pipeline/user-activity-ops"},
+				{"views/user_activity.yaml", "userConfig:", "sink.userConfig.row_cache", "view user_activity's sink runs 2 instances: set 0"},
+			},
+		},
+		{
+			name:  "several instances of a sink on a shared subscription",
+			edits: []edit{{"views/user_activity.yaml", "  parallelism: 1", "  parallelism: 3"}},
+			want:  []wantProblem{{"views/user_activity.yaml", "parallelism: 3", "sink.parallelism", "3 instances on a shared subscription apply a row's operations out of order"}},
+		},
+		{
 			name:  "YAML file that is neither a manifest nor named by a pipeline",
 			edits: []edit{{"functions/stray.yaml", "", "name: stray\n"}},
 			want:  []wantProblem{{"functions/stray.yaml", "name: stray", "kind", "name this file as a function config in a pipeline"}},

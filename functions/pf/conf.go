@@ -40,7 +40,7 @@ const (
 	defaultReceiverQ    = 1000
 	// defaultGCPercent and defaultMemoryLimitMB: see gc.go.
 	defaultGCPercent     = 400
-	defaultMemoryLimitMB = 256
+	defaultMemoryLimitMB = 48
 )
 
 // inputSpec is one input topic or topic pattern.

@@ -74,6 +74,13 @@
 //     positioned after the position, is acknowledged and counted as
 //     processed without reaching the handler; derived inputs are never
 //     skipped.
+//   - "gcPercent" (whole number) and "memoryLimitMB" (whole number, 0 for
+//     none): the Go garbage collector's target percentage and soft memory
+//     limit. Defaults 400 and 48: an instance's live heap is small, and
+//     collecting less often saves CPU on every message (see gc.go). A
+//     handler that keeps a large live heap wants a higher limit (foldline
+//     deploy gives its Cassandra sink 512). GOGC and GOMEMLIMIT in the
+//     process environment win over both.
 //
 // Authentication: a "token" in the function's secrets (--secrets
 // '{"token":"…"}') takes precedence over the worker's

@@ -13,11 +13,13 @@ import (
 // so Go's default, a collection each time the heap doubles, spends much of
 // the hot path's CPU collecting: about 11–15 % in profiles of the identity
 // function and of the shop's stages. The default here, 400, collects when
-// the heap has grown fivefold, which costs a few MB and saved about a sixth
-// of the CPU per message in scripts/bench-runtime. The soft memory limit
-// (256 MB by default) makes the collector run earlier when a handler keeps
-// a large live heap, so that 400 never means five times a large heap; 0
-// sets no limit.
+// the heap has grown fivefold, and saved a sixth or more of the CPU per
+// message in scripts/bench-runtime. The soft memory limit (48 MB by
+// default) makes the collector run earlier once the heap nears it, which
+// keeps the instance's resident memory under 64 MB (88 MB without it). A
+// handler whose live heap nears the limit would collect all the time: it
+// wants a higher memoryLimitMB (the Cassandra sink gets 512 from foldline
+// deploy); 0 sets no limit.
 func tuneGC(c *instanceConf, getenv func(string) string) {
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(c.GCPercent)

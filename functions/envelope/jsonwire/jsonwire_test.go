@@ -36,18 +36,7 @@ var numberSamples = []string{"0", "-0", "7", " 42 ", "-17", "1.5", "1e3", "1E3",
 func TestPlainStringAndIntAgreeWithUnmarshal(t *testing.T) {
 	for _, s := range append(append([]string{}, samples...), numberSamples...) {
 		for _, raw := range []string{s, mustMarshal(t, s)} {
-			if got, ok := PlainString([]byte(raw)); ok {
-				var want string
-				if err := json.Unmarshal([]byte(raw), &want); err != nil || got != want {
-					t.Errorf("PlainString(%q) = %q; encoding/json: %q, %v", raw, got, want, err)
-				}
-			}
-			if got, ok := Int([]byte(raw)); ok {
-				var want int64
-				if err := json.Unmarshal([]byte(raw), &want); err != nil || got != want {
-					t.Errorf("Int(%q) = %d; encoding/json: %d, %v", raw, got, want, err)
-				}
-			}
+			agreesWithUnmarshal(t, raw)
 		}
 	}
 	for raw, want := range map[string]bool{`"plain"`: true, ` "é" `: true, `"a\nb"`: false, `"\xff"`: false, `"a" "b"`: false, `5`: false} {
@@ -66,20 +55,24 @@ func FuzzPlainStringAndInt(f *testing.F) {
 	for _, s := range append(append([]string{}, samples...), numberSamples...) {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		if got, ok := PlainString([]byte(raw)); ok {
-			var want string
-			if err := json.Unmarshal([]byte(raw), &want); err != nil || got != want {
-				t.Errorf("PlainString(%q) = %q; encoding/json: %q, %v", raw, got, want, err)
-			}
+	f.Fuzz(agreesWithUnmarshal)
+}
+
+// agreesWithUnmarshal checks that where PlainString and Int answer for raw,
+// encoding/json answers the same.
+func agreesWithUnmarshal(t *testing.T, raw string) {
+	if got, ok := PlainString([]byte(raw)); ok {
+		var want string
+		if err := json.Unmarshal([]byte(raw), &want); err != nil || got != want {
+			t.Errorf("PlainString(%q) = %q; encoding/json: %q, %v", raw, got, want, err)
 		}
-		if got, ok := Int([]byte(raw)); ok {
-			var want int64
-			if err := json.Unmarshal([]byte(raw), &want); err != nil || got != want {
-				t.Errorf("Int(%q) = %d; encoding/json: %d, %v", raw, got, want, err)
-			}
+	}
+	if got, ok := Int([]byte(raw)); ok {
+		var want int64
+		if err := json.Unmarshal([]byte(raw), &want); err != nil || got != want {
+			t.Errorf("Int(%q) = %d; encoding/json: %d, %v", raw, got, want, err)
 		}
-	})
+	}
 }
 
 func mustMarshal(t *testing.T, s string) string {
