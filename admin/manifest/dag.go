@@ -173,10 +173,10 @@ func (s *Set) Graph() (*Graph, Problems) {
 	return g, ps
 }
 
-// SubscriptionType is the subscription the runtime takes for the stage:
+// subscriptionType is the subscription the runtime takes for the stage:
 // userConfig subscriptionType when set, else failover with retainOrdering,
 // else shared.
-func (s *Stage) SubscriptionType() string {
+func (s *Stage) subscriptionType() string {
 	uc := s.userConfig()
 	if t, ok := uc[UserConfigSubscriptionType].(string); ok {
 		return t
@@ -220,8 +220,9 @@ func (s *Stage) batchesByKey() bool {
 //   - a sink may run several instances, each row being one message key, on
 //     a failover subscription, or on a key_shared one whose input's writers
 //     batch by key (Pulsar hands a batch whole to the instance of its first
-//     message's key) with the row cache off (row_cache 0: another instance
-//     may have written the row since).
+//     message's key); either way with the row cache off (row_cache 0:
+//     another instance may have written the row since, a failover one
+//     included, after a takeover and back).
 func (g *Graph) orderingProblems(stages []*Stage) Problems {
 	var ps Problems
 	readers := map[string][]*Stage{}
@@ -248,7 +249,7 @@ func (g *Graph) orderingProblems(stages []*Stage) Problems {
 		if st.Parallelism <= 1 {
 			continue
 		}
-		switch st.SubscriptionType() {
+		switch st.subscriptionType() {
 		case "failover":
 		case "key_shared":
 			for _, w := range g.Writers[st.Inputs[0]] {
@@ -256,11 +257,12 @@ func (g *Graph) orderingProblems(stages []*Stage) Problems {
 					ps = append(ps, w.problem("producerConfig.batchBuilder", "view %s's sink runs %d instances on a key_shared subscription of %s, which this function writes: set KEY_BASED, or Pulsar hands a batch of many rows whole to one instance and a row's operations are applied out of order", st.View.Name, st.Parallelism, st.Inputs[0]))
 				}
 			}
-			if rc, ok := st.userConfig()["row_cache"]; !ok || rc != 0 {
-				ps = append(ps, st.problem("userConfig.row_cache", "view %s's sink runs %d instances: set 0, a cached row may be stale once another instance wrote it", st.View.Name, st.Parallelism))
-			}
 		default:
-			ps = append(ps, st.problem("parallelism", "%d instances on a %s subscription apply a row's operations out of order: set userConfig.%s key_shared, or run 1 instance", st.Parallelism, st.SubscriptionType(), UserConfigSubscriptionType))
+			ps = append(ps, st.problem("parallelism", "%d instances on a %s subscription apply a row's operations out of order: set userConfig.%s key_shared, or run 1 instance", st.Parallelism, st.subscriptionType(), UserConfigSubscriptionType))
+			continue
+		}
+		if rc, ok := st.userConfig()["row_cache"]; !ok || rc != 0 {
+			ps = append(ps, st.problem("userConfig.row_cache", "view %s's sink runs %d instances: set 0, a cached row may be stale once another instance wrote it", st.View.Name, st.Parallelism))
 		}
 	}
 	return ps

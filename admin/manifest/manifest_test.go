@@ -125,6 +125,11 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			},
 		},
 		{
+			name:  "several instances of a failover sink with its row cache on",
+			edits: []edit{{"views/user_activity.yaml", "  parallelism: 1\n  userConfig:", "  parallelism: 2\n  userConfig:\n    subscriptionType: failover"}},
+			want:  []wantProblem{{"views/user_activity.yaml", "userConfig:", "sink.userConfig.row_cache", "view user_activity's sink runs 2 instances: set 0"}},
+		},
+		{
 			name:  "several instances of a sink on a shared subscription",
 			edits: []edit{{"views/user_activity.yaml", "  parallelism: 1", "  parallelism: 3"}},
 			want:  []wantProblem{{"views/user_activity.yaml", "parallelism: 3", "sink.parallelism", "3 instances on a shared subscription apply a row's operations out of order"}},
