@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"sort"
 	"strconv"
@@ -44,15 +45,12 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 
 	for b.Loop() {
 		readTime := readAll(b, s.svc.PulsarURL, ledger, n)
-		services := map[string]int{"pulsar": testenv.ServicePID(b, "pulsar"), "cassandra": testenv.ServicePID(b, "cassandra"),
-			"this process (floor)": os.Getpid()}
-		cpuBefore := cpuTimes(services)
+		services := map[string]int{"pulsar": testenv.ServicePID(b, "pulsar"), "cassandra": testenv.ServicePID(b, "cassandra")}
+		floorPIDs := maps.Clone(services)
+		floorPIDs["this process (floor)"] = os.Getpid()
+		cpuBefore := cpuTimes(floorPIDs)
 		floorTime := foldInProcess(b, s, ledger, n)
-		floorCPU := cpuTimes(services)
-		for name := range floorCPU {
-			floorCPU[name] -= cpuBefore[name]
-		}
-		delete(services, "this process (floor)")
+		floorCPU := cpuSince(floorPIDs, cpuBefore)
 
 		opts := s.backfillOptions("user_activity", s.opts.Dir)
 		opts.Timeout = 60 * time.Minute
@@ -73,10 +71,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 			b.Fatalf("backfilling: %v", err)
 		}
 		total := time.Since(start)
-		cpu := map[string]time.Duration{}
-		for name, pid := range services {
-			cpu[name] = proc.CPUTime(pid) - cpuBefore[name]
-		}
+		cpu := cpuSince(services, cpuBefore)
 		for name, pids := range instances {
 			for _, pid := range pids {
 				cpu[name] += proc.CPUTime(pid) // started by the backfill
@@ -133,6 +128,15 @@ func cpuTimes(pids map[string]int) map[string]time.Duration {
 	cpu := make(map[string]time.Duration, len(pids))
 	for name, pid := range pids {
 		cpu[name] = proc.CPUTime(pid)
+	}
+	return cpu
+}
+
+// cpuSince returns the CPU time each process has used since before.
+func cpuSince(pids map[string]int, before map[string]time.Duration) map[string]time.Duration {
+	cpu := cpuTimes(pids)
+	for name := range cpu {
+		cpu[name] -= before[name]
 	}
 	return cpu
 }

@@ -34,28 +34,19 @@ func foldInProcess(b *testing.B, s *shop, ledger string, n int) time.Duration {
 		b.Fatalf("reading the manifests: %v", err)
 	}
 	set.Retarget(s.tenant, s.keyspace)
-	var schema cassandra.ViewSchema
-	for _, v := range set.Views {
-		if v.Name == "user_activity" {
-			schema = v.Schema()
-		}
+	view, err := set.ViewByName("user_activity")
+	if err != nil {
+		b.Fatal(err)
 	}
-	schema.Table = floorTable
-	settings := cassandra.Settings{Hosts: []string{s.svc.CassandraHost}}.Defaults()
+	cfg := cassandra.Config{View: view.Schema(), Settings: cassandra.Settings{Hosts: []string{s.svc.CassandraHost}}.Defaults()}
+	cfg.View.Table = floorTable
 	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()
-	session, err := cassandra.NewSession(settings)
+	applier, session, err := cassandra.Open(ctx, cfg)
 	if err != nil {
-		b.Fatal(err)
+		b.Fatalf("opening %s: %v", floorTable, err)
 	}
 	defer session.Close()
-	if err := cassandra.EnsureSchema(ctx, session, schema, settings.Replication); err != nil {
-		b.Fatalf("creating %s: %v", floorTable, err)
-	}
-	applier, err := cassandra.NewApplier(session, schema, settings)
-	if err != nil {
-		b.Fatal(err)
-	}
 	defer applier.Close()
 	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: s.svc.PulsarURL})
 	if err != nil {
@@ -64,7 +55,7 @@ func foldInProcess(b *testing.B, s *shop, ledger string, n int) time.Duration {
 	defer client.Close()
 
 	start := time.Now()
-	batcher := cassandra.NewBatcher(applier, settings.BuildingCut(), settings.Pipeline)
+	batcher := cassandra.NewBatcher(applier, cfg.Settings.BuildingCut(), cfg.Settings.Pipeline)
 	go batcher.Run(ctx)
 	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: ledger, StartMessageID: pulsar.EarliestMessageID(), ReceiverQueueSize: 5000})
 	if err != nil {

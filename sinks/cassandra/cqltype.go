@@ -99,22 +99,19 @@ func intType(name string, lo, hi int64, bind func(int64) any, scanDest func() an
 	return &cqlType{
 		name: name, min: lo, max: hi,
 		decode: func(raw json.RawMessage) (any, error) {
-			if v, ok := jsonwire.Int(raw); ok {
-				if v < lo || v > hi {
-					return nil, fmt.Errorf("%w: %s wants an integer in [%d, %d], got %d", ErrBadValue, name, lo, hi, v)
+			v, ok := jsonwire.Int(raw)
+			if !ok {
+				// json.Number would also take a quoted number; a column
+				// takes only a JSON number.
+				var n json.Number
+				raw = bytes.TrimSpace(raw)
+				if len(raw) == 0 || raw[0] == '"' || json.Unmarshal(raw, &n) != nil {
+					return nil, fmt.Errorf("%w: %s wants a JSON integer, got %s", ErrBadValue, name, abbreviate(raw))
 				}
-				return v, nil
-			}
-			// json.Number would also take a quoted number; a column takes
-			// only a JSON number.
-			var n json.Number
-			raw = bytes.TrimSpace(raw)
-			if len(raw) == 0 || raw[0] == '"' || json.Unmarshal(raw, &n) != nil {
-				return nil, fmt.Errorf("%w: %s wants a JSON integer, got %s", ErrBadValue, name, abbreviate(raw))
-			}
-			v, err := n.Int64()
-			if err != nil {
-				return nil, fmt.Errorf("%w: %s wants an integer in [%d, %d], got %s", ErrBadValue, name, lo, hi, n)
+				var err error
+				if v, err = n.Int64(); err != nil {
+					return nil, fmt.Errorf("%w: %s wants an integer in [%d, %d], got %s", ErrBadValue, name, lo, hi, n)
+				}
 			}
 			if v < lo || v > hi {
 				return nil, fmt.Errorf("%w: %s wants an integer in [%d, %d], got %d", ErrBadValue, name, lo, hi, v)

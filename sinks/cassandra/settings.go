@@ -1,6 +1,7 @@
 package cassandra
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -336,4 +337,24 @@ func NewSession(s Settings) (*gocql.Session, error) {
 		return nil, fmt.Errorf("connecting to Cassandra at %s: %w", strings.Join(s.Hosts, ","), err)
 	}
 	return session, nil
+}
+
+// Open connects to Cassandra, creates the view's keyspace and table (or
+// checks them, EnsureSchema) and returns an applier of cfg's view with the
+// session it uses; the caller closes both.
+func Open(ctx context.Context, cfg Config) (*Applier, *gocql.Session, error) {
+	session, err := NewSession(cfg.Settings)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := EnsureSchema(ctx, session, cfg.View, cfg.Settings.Replication); err != nil {
+		session.Close()
+		return nil, nil, err
+	}
+	applier, err := NewApplier(session, cfg.View, cfg.Settings)
+	if err != nil {
+		session.Close()
+		return nil, nil, err
+	}
+	return applier, session, nil
 }

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gocql/gocql"
-
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/sinks/cassandra"
@@ -85,7 +83,7 @@ func (s *Sink) setUp(userConf map[string]any) {
 	}
 	wait := cfg.Settings.RetryBackoffMin
 	for {
-		applier, session, err := connect(ctx, cfg)
+		applier, session, err := cassandra.Open(ctx, cfg)
 		if err == nil {
 			s.batcher = cassandra.NewBatcher(applier, cfg.Settings.LiveCut(), cfg.Settings.Pipeline)
 			if cfg.Settings.Registry != "" {
@@ -113,20 +111,3 @@ func (s *Sink) setUp(userConf map[string]any) {
 // registryPoll is how often the sink reads its table's state in the
 // registry: a table that went live gets live batches within this time.
 const registryPoll = 2 * time.Second
-
-func connect(ctx context.Context, cfg cassandra.Config) (*cassandra.Applier, *gocql.Session, error) {
-	session, err := cassandra.NewSession(cfg.Settings)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := cassandra.EnsureSchema(ctx, session, cfg.View, cfg.Settings.Replication); err != nil {
-		session.Close()
-		return nil, nil, err
-	}
-	applier, err := cassandra.NewApplier(session, cfg.View, cfg.Settings)
-	if err != nil {
-		session.Close()
-		return nil, nil, err
-	}
-	return applier, session, nil
-}
