@@ -10,11 +10,13 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/internal/ledgerepoch"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
@@ -384,9 +386,14 @@ func (pl *planner) planTopics(ctx context.Context, tenantExists bool) error {
 			if want > 0 {
 				detail = fmt.Sprintf("%d partitions", want)
 			}
+			var props map[string]string
+			if pl.graph.Ledger[topic] {
+				// A ledger topic is born with its epoch (package ledgerepoch).
+				props = ledgerepoch.Properties(time.Now())
+			}
 			pl.add(Change{Action: Create, Kind: "topic", Name: topic, Details: []string{detail},
 				apply: func(ctx context.Context) error {
-					err := pl.pulsar.Admin.Topics().CreateWithContext(ctx, *tn, want)
+					err := pl.pulsar.Admin.Topics().CreateWithPropertiesWithContext(ctx, *tn, want, props)
 					if pulsarx.IsConflict(err) {
 						return nil // auto-created meanwhile by a producer or consumer
 					}

@@ -35,8 +35,10 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/foldline/foldline/admin/internal/ledgerepoch"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/progress"
+	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/internal/services"
 )
 
@@ -121,7 +123,8 @@ func Run(ctx context.Context, opts Options) ([]FileResult, error) {
 	if err := opts.Services.CheckPulsar(); err != nil {
 		return nil, err
 	}
-	if err := PrepareLedger(ctx, opts.Services, opts.Tenant, opts.Topic); err != nil {
+	epoch, err := PrepareLedger(ctx, opts.Services, opts.Tenant, opts.Topic)
+	if err != nil {
 		return nil, err
 	}
 	client, err := pulsar.NewClient(pulsar.ClientOptions{
@@ -135,7 +138,7 @@ func Run(ctx context.Context, opts Options) ([]FileResult, error) {
 
 	var results []FileResult
 	for _, name := range opts.Files {
-		res, err := ingestFile(ctx, client, opts, name)
+		res, err := ingestFile(ctx, client, opts, epoch, name)
 		if err != nil {
 			return results, err
 		}
@@ -151,69 +154,75 @@ const dedupCursor = "pulsar.dedup"
 // PrepareLedger refuses an unknown tenant or a namespace that would not
 // deduplicate a re-run, creates the ledger topic if it is missing, and waits
 // until the broker has deduplication active on it: a producer that connects
-// earlier is not deduplicated and would not learn its last sequence id.
-func PrepareLedger(ctx context.Context, svc services.Services, tenant, ledgerTopic string) error {
+// earlier is not deduplicated and would not learn its last sequence id. It
+// returns the topic's epoch (package ledgerepoch), which every event
+// published there must carry.
+func PrepareLedger(ctx context.Context, svc services.Services, tenant, ledgerTopic string) (string, error) {
 	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: svc.PulsarAdminURL})
 	if err != nil {
-		return fmt.Errorf("creating admin client for %s: %w", svc.PulsarAdminURL, err)
+		return "", fmt.Errorf("creating admin client for %s: %w", svc.PulsarAdminURL, err)
 	}
 	tenants, err := admin.Tenants().ListWithContext(ctx)
 	if err != nil {
-		return fmt.Errorf("listing tenants: %w", err)
+		return "", fmt.Errorf("listing tenants: %w", err)
 	}
 	if !slices.Contains(tenants, tenant) {
-		return fmt.Errorf("%w %q: deploy its manifests first with foldline deploy", ErrUnknownTenant, tenant)
+		return "", fmt.Errorf("%w %q: deploy its manifests first with foldline deploy", ErrUnknownTenant, tenant)
 	}
 	topic, err := utils.GetTopicName(ledgerTopic)
 	if err != nil {
-		return fmt.Errorf("parsing ledger topic %q: %w", ledgerTopic, err)
+		return "", fmt.Errorf("parsing ledger topic %q: %w", ledgerTopic, err)
 	}
 	ns, err := utils.GetNameSpaceName(topic.GetTenant(), topic.GetNamespace())
 	if err != nil {
-		return fmt.Errorf("parsing namespace of %q: %w", ledgerTopic, err)
+		return "", fmt.Errorf("parsing namespace of %q: %w", ledgerTopic, err)
 	}
 	policies, err := admin.Namespaces().GetPoliciesWithContext(ctx, ns.String())
 	if err != nil {
-		return fmt.Errorf("reading policies of namespace %s (does it exist? deploy the tenant manifest with foldline deploy): %w", ns, err)
+		return "", fmt.Errorf("reading policies of namespace %s (does it exist? deploy the tenant manifest with foldline deploy): %w", ns, err)
 	}
 	if policies.DeduplicationEnabled == nil || !*policies.DeduplicationEnabled {
-		return fmt.Errorf("%w for namespace %s, so a re-run could publish events twice: set deduplication: true in the tenant manifest and run foldline deploy", ErrDeduplicationOff, ns)
+		return "", fmt.Errorf("%w for namespace %s, so a re-run could publish events twice: set deduplication: true in the tenant manifest and run foldline deploy", ErrDeduplicationOff, ns)
 	}
 	partitioned, plain, err := admin.Topics().ListWithContext(ctx, *ns)
 	if err != nil {
-		return fmt.Errorf("listing topics of %s: %w", ns, err)
+		return "", fmt.Errorf("listing topics of %s: %w", ns, err)
 	}
 	if !slices.Contains(plain, topic.String()) && !slices.Contains(partitioned, topic.String()) {
 		if err := createTopic(ctx, admin, topic); err != nil {
-			return err
+			return "", err
 		}
+	}
+	epoch, err := ledgerepoch.Ensure(ctx, admin.Topics(), *topic)
+	if err != nil {
+		return "", err
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		stats, err := admin.Topics().GetInternalStatsWithContext(ctx, *topic)
 		if err == nil {
 			if _, ok := stats.Cursors[dedupCursor]; ok {
-				return nil
+				return epoch, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("waiting for deduplication to become active on %s: still inactive after 60s (last error: %v)", topic, err)
+			return "", fmt.Errorf("waiting for deduplication to become active on %s: still inactive after 60s (last error: %v)", topic, err)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for deduplication on %s: %w", topic, ctx.Err())
+			return "", fmt.Errorf("waiting for deduplication on %s: %w", topic, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-// createTopic creates a non-partitioned topic, retrying for a while when the
+// createTopic creates a non-partitioned topic with a fresh epoch, retrying for a while when the
 // broker has not yet taken ownership of a new namespace's bundle (412) or is
 // busy (503).
 func createTopic(ctx context.Context, admin pulsaradmin.Client, topic *utils.TopicName) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := admin.Topics().CreateWithContext(ctx, *topic, 0)
+		err := admin.Topics().CreateWithPropertiesWithContext(ctx, *topic, 0, ledgerepoch.Properties(time.Now()))
 		code := pulsarx.StatusCode(err)
 		if err == nil || code == http.StatusConflict {
 			return nil
@@ -273,7 +282,7 @@ const (
 	batchBytes    = 4 << 20
 )
 
-func ingestFile(ctx context.Context, client pulsar.Client, opts Options, name string) (FileResult, error) {
+func ingestFile(ctx context.Context, client pulsar.Client, opts Options, epoch, name string) (FileResult, error) {
 	path := name
 	if name == "-" {
 		p, err := spool(opts.Stdin)
@@ -333,6 +342,9 @@ func ingestFile(ctx context.Context, client pulsar.Client, opts Options, name st
 			}
 		}
 	}
+	// Every event carries the ledger's epoch; the producer only reads the
+	// map, so all messages share it.
+	props := map[string]string{envelope.PropLedgerEpoch: epoch}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	var lineNo, sent int64
@@ -351,7 +363,7 @@ func ingestFile(ctx context.Context, client pulsar.Client, opts Options, name st
 			break
 		}
 		seq := lineNo
-		msg := &pulsar.ProducerMessage{Payload: bytes.Clone(line), SequenceID: &seq}
+		msg := &pulsar.ProducerMessage{Payload: bytes.Clone(line), SequenceID: &seq, Properties: props}
 		msg.Key, msg.EventTime = keyAndTime(line, opts.KeyField, opts.TimeField)
 		producer.SendAsync(ctx, msg, onReceipt(seq))
 		sent++

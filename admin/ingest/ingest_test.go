@@ -16,6 +16,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/foldline/foldline/admin/ingest"
+	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/internal/testenv"
 )
 
@@ -230,4 +231,69 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// Every event carries its ledger topic's epoch, the same as the topic's
+// property; a topic deleted and created again (as after a cluster's
+// metadata was wiped) gets another epoch, so that a sink can tell its
+// restarted ledger ids from redeliveries.
+func TestIngestStampsTheLedgerEpoch(t *testing.T) {
+	l := newLedger(t, true)
+	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: l.svc.PulsarAdminURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	epochOf := func() string {
+		t.Helper()
+		props, err := admin.Topics().GetProperties(*mustTopic(t, l.topic))
+		if err != nil {
+			t.Fatalf("reading topic properties: %v", err)
+		}
+		epoch := props[envelope.PropLedgerEpoch]
+		if err := envelope.CheckEpoch(epoch); err != nil {
+			t.Fatalf("topic epoch: %v", err)
+		}
+		return epoch
+	}
+	stamped := func() []string {
+		t.Helper()
+		reader, err := l.client.CreateReader(pulsar.ReaderOptions{Topic: l.topic, StartMessageID: pulsar.EarliestMessageID()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer reader.Close()
+		var epochs []string
+		for reader.HasNext() {
+			msg, err := reader.Next(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			epochs = append(epochs, msg.Properties()[envelope.PropLedgerEpoch])
+		}
+		return epochs
+	}
+	l.ingest(t, writeLines(t, "first.jsonl", events(5, "a")))
+	first := epochOf()
+	for i, e := range stamped() {
+		if e != first {
+			t.Errorf("event %d carries epoch %q, the topic has %q", i, e, first)
+		}
+	}
+	if err := admin.Topics().Delete(*mustTopic(t, l.topic), true, true); err != nil {
+		t.Fatalf("deleting the ledger topic: %v", err)
+	}
+	l.ingest(t, writeLines(t, "second.jsonl", events(3, "b")))
+	second := epochOf()
+	if second == first {
+		t.Fatalf("the re-created topic kept epoch %q", first)
+	}
+	got := stamped()
+	if len(got) != 3 {
+		t.Fatalf("re-created topic holds %d events, want 3", len(got))
+	}
+	for i, e := range got {
+		if e != second {
+			t.Errorf("event %d of the new incarnation carries epoch %q, want %q", i, e, second)
+		}
+	}
 }

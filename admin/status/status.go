@@ -26,6 +26,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/internal/viewscan"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/sinks/cassandra"
 )
 
 // Options are status's settings.
@@ -61,9 +62,22 @@ type StageStatus struct {
 	Received  int64 `json:"received"`
 	Processed int64 `json:"processed"`
 	// Errors counts user and system exceptions.
-	Errors        int64                `json:"errors"`
+	Errors int64 `json:"errors"`
+	// SinkTotals are a sink's operation counts, summed over its running
+	// instances since each started; nil for a function.
+	SinkTotals    *SinkTotals          `json:"sinkTotals,omitempty"`
 	InstanceList  []InstanceStatus     `json:"instanceList"`
 	Subscriptions []SubscriptionStatus `json:"subscriptions"`
+}
+
+// SinkTotals counts what a view's sink did with its operations.
+type SinkTotals struct {
+	Applied int64 `json:"applied"`
+	// Skipped operations were recognised as redeliveries of operations the
+	// row had applied.
+	Skipped int64 `json:"skipped"`
+	// Rejected operations can never apply and went to the dead-letter topic.
+	Rejected int64 `json:"rejected"`
 }
 
 // InstanceStatus is one instance of a stage.
@@ -105,7 +119,12 @@ type ViewStatus struct {
 	// the operations waiting for it.
 	LastApplied time.Time `json:"lastApplied,omitzero"`
 	Backlog     int64     `json:"backlog"`
-	Error       string    `json:"error,omitempty"`
+	// Skipped counts the operations the sink recognised as redeliveries,
+	// Rejected those it sent to the dead-letter topic (over its running
+	// instances, since each started); nil when the sink does not run.
+	Skipped  *int64 `json:"skipped,omitempty"`
+	Rejected *int64 `json:"rejected,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 // NewCommand returns `foldline status`.
@@ -220,6 +239,13 @@ func stageStatus(ctx context.Context, pulsar *pulsarx.Clients, graph *manifest.G
 			s.Errors += errs
 		}
 	}
+	if s.Deployed && st.Kind == manifest.StageSink {
+		totals, err := sinkTotals(ctx, pulsar, st)
+		if err != nil {
+			return s, err
+		}
+		s.SinkTotals = totals
+	}
 	for _, in := range st.Inputs {
 		sub, err := subscriptionStatus(ctx, pulsar, in, st.SubName)
 		if err != nil {
@@ -228,6 +254,22 @@ func stageStatus(ctx context.Context, pulsar *pulsarx.Clients, graph *manifest.G
 		s.Subscriptions = append(s.Subscriptions, sub)
 	}
 	return s, nil
+}
+
+// sinkTotals sums the sink's user metrics over its instances.
+func sinkTotals(ctx context.Context, pulsar *pulsarx.Clients, st *manifest.Stage) (*SinkTotals, error) {
+	stats, err := pulsar.Functions.GetFunctionStatsWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+	if err != nil {
+		return nil, fmt.Errorf("reading stats of sink %s: %w", st.FullName(), err)
+	}
+	var t SinkTotals
+	for _, inst := range stats.Instances {
+		m := inst.Metrics.UserMetrics
+		t.Applied += int64(m[cassandra.MetricApplied])
+		t.Skipped += int64(m[cassandra.MetricSkipped])
+		t.Rejected += int64(m[cassandra.MetricRejected])
+	}
+	return &t, nil
 }
 
 func subscriptionStatus(ctx context.Context, pulsar *pulsarx.Clients, topic, sub string) (SubscriptionStatus, error) {
@@ -248,6 +290,9 @@ func subscriptionStatus(ctx context.Context, pulsar *pulsarx.Clients, topic, sub
 func viewStatus(ctx context.Context, cql *gocql.Session, v *manifest.View, sink StageStatus, now time.Time) ViewStatus {
 	schema := v.Schema()
 	vs := ViewStatus{View: v.Name, Keyspace: v.Keyspace, Table: schema.Table, ManifestTable: schema.Table}
+	if t := sink.SinkTotals; t != nil {
+		vs.Skipped, vs.Rejected = &t.Skipped, &t.Rejected
+	}
 	for _, sub := range sink.Subscriptions {
 		vs.Backlog += sub.Backlog
 		if sub.LastAcked.After(vs.LastApplied) {
@@ -285,6 +330,14 @@ func viewStatus(ctx context.Context, cql *gocql.Session, v *manifest.View, sink 
 	return vs
 }
 
+// count prints a count that may be unknown.
+func count(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprint(*n)
+}
+
 // Write prints the report as two tables: stages upstream first, then views.
 func (r *Report) Write(w io.Writer, now time.Time) {
 	fmt.Fprintf(w, "tenant %s, keyspace %s\n\n", r.Tenant, r.Keyspace)
@@ -317,7 +370,7 @@ func (r *Report) Write(w io.Writer, now time.Time) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VIEW\tTABLE\tROWS\tBACKLOG\tNEWEST EVENT\tAGE\tLAST APPLIED")
+	fmt.Fprintln(tw, "VIEW\tTABLE\tROWS\tBACKLOG\tNEWEST EVENT\tAGE\tLAST APPLIED\tSKIPPED\tREJECTED")
 	for _, v := range r.Views {
 		table := v.Keyspace + "." + v.Table
 		if v.Table == "" {
@@ -332,9 +385,9 @@ func (r *Report) Write(w io.Writer, now time.Time) {
 		if !v.LastApplied.IsZero() {
 			applied = humanAge(now.Sub(v.LastApplied)) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", v.View, table, v.Rows, v.Backlog, newest, age, applied)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", v.View, table, v.Rows, v.Backlog, newest, age, applied, count(v.Skipped), count(v.Rejected))
 		if v.Error != "" {
-			fmt.Fprintf(tw, "  error\t%s\t\t\t\t\t\n", v.Error)
+			fmt.Fprintf(tw, "  error\t%s\t\t\t\t\t\t\t\n", v.Error)
 		}
 	}
 	tw.Flush()

@@ -28,6 +28,12 @@ const (
 	// formatted by Position.String.
 	PropOriginPosition = "foldline.origin.pos"
 
+	// PropLedgerEpoch is set by foldline ingest on every ledger event: the
+	// epoch of the ledger topic it was published to (the topic property of
+	// the same name, written once by foldline deploy when it creates the
+	// topic). The first stage puts it into the origin position.
+	PropLedgerEpoch = "foldline.ledger.epoch"
+
 	// Dead-letter properties, set on every message published to a
 	// dead-letter topic.
 	PropDeadLetterReason   = "foldline.dlq.reason"
@@ -39,30 +45,131 @@ const (
 // ErrNoOrigin is returned when a message carries no origin position.
 var ErrNoOrigin = errors.New("message carries no origin position")
 
+// ErrBadPosition is matched by the error for a malformed position.
+var ErrBadPosition = errors.New("malformed position")
+
 // Position is a message's place in one topic partition: Pulsar's ledger id,
-// entry id and index within a batch. Positions of the same partition are
+// entry id and index within a batch, refined by Path when one ledger event
+// caused several outputs. Positions of the same partition and epoch are
 // totally ordered; positions of different partitions are not comparable.
+//
+// Path tells apart the outputs one ledger event caused: every stage that
+// emits more than one output for an input appends "/i", i being the output's
+// index among them (a stage emitting one output appends nothing, so a chain of
+// one-to-one stages keeps the ledger event's own position). Two outputs of one
+// event therefore differ at the first stage where their ancestries part, and
+// compare in the order they were emitted: a sink keyed by position applies
+// both, and recognises each when it is delivered again.
+//
+// Epoch names the incarnation of the ledger topic (see PropLedgerEpoch):
+// ledger ids restart when a topic is created anew under the same name, so
+// positions of different epochs must never be compared. "" is unknown.
 type Position struct {
 	Ledger int64
 	Entry  int64
 	Batch  int32
+	// Path is "" or "/i/j…", each index a canonical non-negative decimal.
+	Path string
+	// Epoch is "" or the ledger topic's epoch, without the "@".
+	Epoch string
 }
 
-// String formats the position as "ledger:entry:batch".
+// MaxPathDepth bounds the stages a Path may record; ParsePosition refuses
+// deeper paths, which no pipeline of sane length produces.
+const MaxPathDepth = 64
+
+// MaxEpochLength bounds an epoch's length in bytes.
+const MaxEpochLength = 64
+
+// String formats the position as "ledger:entry:batch[/i…][@epoch]".
 func (p Position) String() string {
-	return fmt.Sprintf("%d:%d:%d", p.Ledger, p.Entry, p.Batch)
+	return string(p.AppendTo(make([]byte, 0, 32+len(p.Path)+len(p.Epoch))))
 }
 
-// Compare orders two positions of the same partition: -1, 0 or +1.
+// AppendTo appends the position formatted as String does.
+func (p Position) AppendTo(b []byte) []byte {
+	b = strconv.AppendInt(b, p.Ledger, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, p.Entry, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(p.Batch), 10)
+	b = append(b, p.Path...)
+	if p.Epoch != "" {
+		b = append(b, '@')
+		b = append(b, p.Epoch...)
+	}
+	return b
+}
+
+// Event returns the position of the ledger event itself: p without Path and
+// Epoch.
+func (p Position) Event() Position {
+	return Position{Ledger: p.Ledger, Entry: p.Entry, Batch: p.Batch}
+}
+
+// Child returns the position of output i of the n outputs that one input at
+// p caused: p itself when n is 1, p with "/i" appended to its Path otherwise.
+func (p Position) Child(i, n int) Position {
+	if n <= 1 {
+		return p
+	}
+	p.Path += "/" + strconv.Itoa(i)
+	return p
+}
+
+// Compare orders two positions of the same partition and epoch: -1, 0 or
+// +1. Paths compare index by index; a path that is a prefix of another comes
+// first. Epochs are not compared: check SameEpoch first.
 func (p Position) Compare(q Position) int {
 	switch {
 	case p.Ledger != q.Ledger:
 		return cmp64(p.Ledger, q.Ledger)
 	case p.Entry != q.Entry:
 		return cmp64(p.Entry, q.Entry)
-	default:
+	case p.Batch != q.Batch:
 		return cmp64(int64(p.Batch), int64(q.Batch))
+	default:
+		return comparePaths(p.Path, q.Path)
 	}
+}
+
+// SameEpoch reports whether p and q may be compared: their epochs are equal,
+// or one of them is unknown.
+func (p Position) SameEpoch(q Position) bool {
+	return p.Epoch == "" || q.Epoch == "" || p.Epoch == q.Epoch
+}
+
+// comparePaths compares two well-formed paths index by index without
+// allocating.
+func comparePaths(a, b string) int {
+	for a != "" || b != "" {
+		switch {
+		case a == "":
+			return -1
+		case b == "":
+			return 1
+		}
+		var x, y string
+		x, a = nextIndex(a)
+		y, b = nextIndex(b)
+		// Canonical decimals: the longer is the larger.
+		if c := cmp64(int64(len(x)), int64(len(y))); c != 0 {
+			return c
+		}
+		if c := strings.Compare(x, y); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// nextIndex splits "/i/rest" into "i" and "/rest".
+func nextIndex(path string) (index, rest string) {
+	path = path[1:]
+	if i := strings.IndexByte(path, '/'); i >= 0 {
+		return path[:i], path[i:]
+	}
+	return path, ""
 }
 
 func cmp64(a, b int64) int {
@@ -77,24 +184,81 @@ func cmp64(a, b int64) int {
 
 // ParsePosition reads a position written by Position.String.
 func ParsePosition(s string) (Position, error) {
-	parts := strings.Split(s, ":")
-	if len(parts) != 3 {
-		return Position{}, fmt.Errorf("parsing position %q: want ledger:entry:batch", s)
+	rest, epoch, hasEpoch := strings.Cut(s, "@")
+	if hasEpoch {
+		if err := checkEpoch(epoch); err != nil {
+			return Position{}, fmt.Errorf("parsing position %q: %w", s, err)
+		}
 	}
-	ledger, err := strconv.ParseInt(parts[0], 10, 64)
+	base, path := rest, ""
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		base, path = rest[:i], rest[i:]
+		if err := checkPath(path); err != nil {
+			return Position{}, fmt.Errorf("parsing position %q: %w", s, err)
+		}
+	}
+	// strings.Cut, not Split: reading a well-formed position allocates
+	// nothing, and every stage reads one per message.
+	ledgerText, rest, ok1 := strings.Cut(base, ":")
+	entryText, batchText, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 || strings.IndexByte(batchText, ':') >= 0 {
+		return Position{}, fmt.Errorf("parsing position %q: %w: want ledger:entry:batch[/index…][@epoch]", s, ErrBadPosition)
+	}
+	ledger, err := strconv.ParseInt(ledgerText, 10, 64)
 	if err != nil {
 		return Position{}, fmt.Errorf("parsing ledger id of position %q: %w", s, err)
 	}
-	entry, err := strconv.ParseInt(parts[1], 10, 64)
+	entry, err := strconv.ParseInt(entryText, 10, 64)
 	if err != nil {
 		return Position{}, fmt.Errorf("parsing entry id of position %q: %w", s, err)
 	}
-	batch, err := strconv.ParseInt(parts[2], 10, 32)
+	batch, err := strconv.ParseInt(batchText, 10, 32)
 	if err != nil {
 		return Position{}, fmt.Errorf("parsing batch index of position %q: %w", s, err)
 	}
-	return Position{Ledger: ledger, Entry: entry, Batch: int32(batch)}, nil
+	return Position{Ledger: ledger, Entry: entry, Batch: int32(batch), Path: path, Epoch: epoch}, nil
 }
+
+// checkPath accepts "/i/j…" with canonical non-negative decimal indexes (no
+// sign, no leading zero), at most MaxPathDepth of them: only then do equal
+// outputs have equal text.
+func checkPath(path string) error {
+	depth := 0
+	for rest := path; rest != ""; {
+		if rest[0] != '/' {
+			return fmt.Errorf("%w: path %q", ErrBadPosition, path)
+		}
+		var index string
+		index, rest = nextIndex(rest)
+		depth++
+		if index == "" || len(index) > 10 || (len(index) > 1 && index[0] == '0') || depth > MaxPathDepth {
+			return fmt.Errorf("%w: path %q", ErrBadPosition, path)
+		}
+		for i := 0; i < len(index); i++ {
+			if index[i] < '0' || index[i] > '9' {
+				return fmt.Errorf("%w: path %q", ErrBadPosition, path)
+			}
+		}
+	}
+	return nil
+}
+
+// checkEpoch accepts 1 to MaxEpochLength letters, digits, '-' or '_'.
+func checkEpoch(epoch string) error {
+	if epoch == "" || len(epoch) > MaxEpochLength {
+		return fmt.Errorf("%w: epoch %q", ErrBadPosition, epoch)
+	}
+	for i := 0; i < len(epoch); i++ {
+		c := epoch[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
+			return fmt.Errorf("%w: epoch %q", ErrBadPosition, epoch)
+		}
+	}
+	return nil
+}
+
+// CheckEpoch returns an error unless epoch is a valid ledger epoch.
+func CheckEpoch(epoch string) error { return checkEpoch(epoch) }
 
 // Origin names the ledger event that caused a message.
 type Origin struct {
@@ -109,6 +273,13 @@ func (o Origin) IsZero() bool { return o.Topic == "" }
 func (o Origin) SetOn(props map[string]string) {
 	props[PropOriginTopic] = o.Topic
 	props[PropOriginPosition] = o.Position.String()
+}
+
+// Child returns the origin of output i of the n outputs an input with origin
+// o caused (see Position.Child).
+func (o Origin) Child(i, n int) Origin {
+	o.Position = o.Position.Child(i, n)
+	return o
 }
 
 // OriginFromProperties reads the origin from a message's properties. It

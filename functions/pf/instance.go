@@ -223,7 +223,9 @@ func (inst *instance) outputs(in *input, records []Record) []outbound {
 		if len(out) > 0 {
 			pm = new(pulsar.ProducerMessage)
 		}
-		setOutput(pm, in.fc.msg, in.fc.origin, rec)
+		// Each of several outputs gets its own position under the input's
+		// origin, so that a sink tells them apart from redeliveries.
+		setOutput(pm, in.fc.msg, in.fc.origin.Child(i, len(records)), rec)
 		out = append(out, outbound{topic: topic, msg: pm})
 	}
 	return out

@@ -140,6 +140,8 @@ func TestProcessKeepsKeyPropertiesAndOrigin(t *testing.T) {
 				Properties: map[string]string{"type": "x", envelope.PropOriginTopic: upstreamOrigin.Topic, envelope.PropOriginPosition: "1:2:3"}}}},
 		},
 		{
+			// Three outputs of one input: each gets its own position under
+			// the origin (/0, /1, /2), unless a record sets its own.
 			name: "records and Publish set topic, key, properties and time",
 			in:   ledgerEvent("c", 6),
 			handler: func(ctx context.Context, in []byte) ([]Record, error) {
@@ -154,9 +156,9 @@ func TestProcessKeepsKeyPropertiesAndOrigin(t *testing.T) {
 			},
 			want: []sent{
 				{"persistent://t/n/audit", &pulsar.ProducerMessage{Payload: []byte("audit"), Key: "k-c", EventTime: ledgerEvent("c", 6).eventTime,
-					Properties: map[string]string{"type": "shop.order", envelope.PropOriginTopic: inTopic, envelope.PropOriginPosition: "7:6:1"}}},
+					Properties: map[string]string{"type": "shop.order", envelope.PropOriginTopic: inTopic, envelope.PropOriginPosition: "7:6:1/0"}}},
 				{outTopic, &pulsar.ProducerMessage{Payload: []byte("c1"), Key: "other", EventTime: eventTime,
-					Properties: map[string]string{"type": "y", envelope.PropOriginTopic: inTopic, envelope.PropOriginPosition: "7:6:1"}}},
+					Properties: map[string]string{"type": "y", envelope.PropOriginTopic: inTopic, envelope.PropOriginPosition: "7:6:1/1"}}},
 				{outTopic, &pulsar.ProducerMessage{Payload: []byte("c2"), Key: "k-c", EventTime: ledgerEvent("c", 6).eventTime,
 					Properties: map[string]string{"type": "shop.order", envelope.PropOriginTopic: inTopic, envelope.PropOriginPosition: "0:0:0"}}},
 			},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -32,49 +31,30 @@ type acker interface {
 }
 
 // originOf returns the origin position an input message carries, or the
-// message's own topic and position when it carries none (a ledger event).
+// message's own topic and position (with the ledger epoch ingest stamped on
+// it) when it carries none (a ledger event).
 func originOf(msg pulsar.Message) (envelope.Origin, error) {
 	props := msg.Properties()
 	topic, hasTopic := props[envelope.PropOriginTopic]
 	pos, hasPos := props[envelope.PropOriginPosition]
 	if !hasTopic && !hasPos {
 		id := msg.ID()
+		epoch := props[envelope.PropLedgerEpoch]
+		if epoch != "" {
+			if err := envelope.CheckEpoch(epoch); err != nil {
+				return envelope.Origin{}, fmt.Errorf("reading property %s of a ledger event: %w", envelope.PropLedgerEpoch, err)
+			}
+		}
 		return envelope.Origin{
 			Topic:    msg.Topic(),
-			Position: envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()},
+			Position: envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx(), Epoch: epoch},
 		}, nil
 	}
-	if p, ok := parsePosition(pos); ok && topic != "" {
+	if p, err := envelope.ParsePosition(pos); err == nil && topic != "" {
 		return envelope.Origin{Topic: topic, Position: p}, nil
 	}
 	// Malformed: envelope's reader says how.
 	return envelope.OriginFromProperties(props)
-}
-
-// parsePosition reads a well-formed position as envelope.ParsePosition does,
-// without allocating; ok is false for anything else.
-func parsePosition(s string) (p envelope.Position, ok bool) {
-	ledger, rest, ok1 := strings.Cut(s, ":")
-	entry, batch, ok2 := strings.Cut(rest, ":")
-	if !ok1 || !ok2 {
-		return p, false
-	}
-	l, errL := strconv.ParseInt(ledger, 10, 64)
-	e, errE := strconv.ParseInt(entry, 10, 64)
-	b, errB := strconv.ParseInt(batch, 10, 32)
-	if errL != nil || errE != nil || errB != nil {
-		return p, false
-	}
-	return envelope.Position{Ledger: l, Entry: e, Batch: int32(b)}, true
-}
-
-// appendPosition appends p formatted as envelope.Position.String does.
-func appendPosition(b []byte, p envelope.Position) []byte {
-	b = strconv.AppendInt(b, p.Ledger, 10)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, p.Entry, 10)
-	b = append(b, ':')
-	return strconv.AppendInt(b, int64(p.Batch), 10)
 }
 
 // carriesOrigin reports whether props hold origin exactly as
@@ -83,8 +63,8 @@ func carriesOrigin(props map[string]string, origin envelope.Origin) bool {
 	if origin.IsZero() || props[envelope.PropOriginTopic] != origin.Topic {
 		return false
 	}
-	var buf [64]byte
-	return props[envelope.PropOriginPosition] == string(appendPosition(buf[:0], origin.Position))
+	var buf [128]byte
+	return props[envelope.PropOriginPosition] == string(origin.Position.AppendTo(buf[:0]))
 }
 
 // setOutput fills pm, the message for rec, taking what rec leaves unset from
@@ -116,9 +96,9 @@ func outputProperties(inProps map[string]string, origin envelope.Origin, recProp
 	props := make(map[string]string, len(inProps)+len(recProps)+2)
 	maps.Copy(props, inProps)
 	if !origin.IsZero() {
-		var buf [64]byte
+		var buf [128]byte
 		props[envelope.PropOriginTopic] = origin.Topic
-		props[envelope.PropOriginPosition] = string(appendPosition(buf[:0], origin.Position))
+		props[envelope.PropOriginPosition] = string(origin.Position.AppendTo(buf[:0]))
 	}
 	maps.Copy(props, recProps)
 	return props

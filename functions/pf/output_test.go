@@ -13,27 +13,6 @@ import (
 	"github.com/foldline/foldline/functions/envelope"
 )
 
-// The runtime reads and writes positions without allocating; it must agree
-// with envelope, which defines the format.
-func TestPositionFormatMatchesEnvelope(t *testing.T) {
-	for _, s := range []string{
-		"1:2:3", "0:0:0", "-1:-2:-3", "+1:2:3", "01:2:3", "123456789012:34:5",
-		"9223372036854775807:9223372036854775807:2147483647", "9223372036854775808:0:0", "1:2:2147483648",
-		"", "1:2", "1:2:3:4", "a:b:c", " 1:2:3", "1::3", "1:2:",
-	} {
-		want, wantErr := envelope.ParsePosition(s)
-		got, ok := parsePosition(s)
-		if ok != (wantErr == nil) || (ok && got != want) {
-			t.Errorf("parsePosition(%q) = %v, %v; envelope: %v, %v", s, got, ok, want, wantErr)
-		}
-		if wantErr == nil {
-			if got := string(appendPosition(nil, want)); got != want.String() {
-				t.Errorf("appendPosition(%v) = %q, envelope: %q", want, got, want.String())
-			}
-		}
-	}
-}
-
 func TestOriginOf(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -44,6 +23,9 @@ func TestOriginOf(t *testing.T) {
 		{name: "ledger event", props: map[string]string{"type": "x"}, want: envelope.Origin{Topic: inTopic, Position: envelope.Position{Ledger: 7, Entry: 4, Batch: 1}}},
 		{name: "derived", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l", envelope.PropOriginPosition: "1:2:3"},
 			want: envelope.Origin{Topic: "persistent://t/n/l", Position: envelope.Position{Ledger: 1, Entry: 2, Batch: 3}}},
+		{name: "ledger event with epoch", props: map[string]string{envelope.PropLedgerEpoch: "ep-1"}, want: envelope.Origin{Topic: inTopic, Position: envelope.Position{Ledger: 7, Entry: 4, Batch: 1, Epoch: "ep-1"}}},
+		{name: "derived with path and epoch", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l", envelope.PropOriginPosition: "1:2:3/1/0@ep-1"},
+			want: envelope.Origin{Topic: "persistent://t/n/l", Position: envelope.Position{Ledger: 1, Entry: 2, Batch: 3, Path: "/1/0", Epoch: "ep-1"}}},
 		{name: "bad position", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l", envelope.PropOriginPosition: "1:2"}, wantErr: "want ledger:entry:batch"},
 		{name: "no position", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l"}, wantErr: "want ledger:entry:batch"},
 		{name: "empty topic", props: map[string]string{envelope.PropOriginTopic: "", envelope.PropOriginPosition: "1:2:3"}, wantErr: "is missing"},

@@ -32,7 +32,8 @@ type Message struct {
 	EventTime time.Time
 	Payload   []byte
 	// Origin is the ledger event that caused this message; Process copies it
-	// to every record it returns.
+	// to the record it returns, or gives each of several records its own
+	// position under it (envelope.Position.Child).
 	Origin envelope.Origin
 }
 
@@ -96,6 +97,10 @@ func (t *Transformation[E]) Process(m Message) ([]Record, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encoding output %d: %w", i, err)
 		}
+		// Several outputs of one input each get their own position under
+		// its origin: a sink must tell the second add on a row from a
+		// redelivery of the first.
+		rec.Origin = m.Origin.Child(i, len(outs))
 		recs = append(recs, rec)
 	}
 	return recs, nil

@@ -390,7 +390,11 @@ func (a *Applier) applyOneByOne(ctx context.Context, g *rowGroup, before *rowSta
 		}
 		next := state.clone()
 		applied, err := a.view.fold(next, op)
-		if err != nil || !applied {
+		if err != nil {
+			errs[op.index] = fmt.Errorf("%w: %w", ErrRejected, err)
+			continue
+		}
+		if !applied {
 			res.Redelivered++
 			continue
 		}

@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,35 @@ type Batcher struct {
 	// upcoming is the number of operations the submitter has announced
 	// beyond those submitted (Upcoming).
 	upcoming atomic.Int64
+	// applied, skipped and rejected count the answered operations (Totals).
+	applied, skipped, rejected atomic.Int64
+}
+
+// User metrics under which the sink function exports its Totals (functions
+// stats' userMetrics and the instance's Prometheus endpoint, per instance
+// since it started); foldline status shows them per view.
+const (
+	MetricApplied  = "foldline_sink_applied"
+	MetricSkipped  = "foldline_sink_skipped_duplicates"
+	MetricRejected = "foldline_sink_rejected"
+)
+
+// Totals counts the operations a Batcher has answered since it started.
+type Totals struct {
+	// Applied operations were folded into their rows.
+	Applied int64
+	// Skipped operations were recognised as applied before (at or before
+	// their row's last applied position of their origin partition): a
+	// redelivery. A skip is never silent: the sink exports this count.
+	Skipped int64
+	// Rejected operations can never apply (ErrRejected): they go to the
+	// dead-letter topic with the reason.
+	Rejected int64
+}
+
+// Totals returns the counts so far; safe to call from any goroutine.
+func (b *Batcher) Totals() Totals {
+	return Totals{Applied: b.applied.Load(), Skipped: b.skipped.Load(), Rejected: b.rejected.Load()}
 }
 
 // Cut says when a batch is started: when it holds Size operations, when
@@ -137,6 +167,7 @@ func (b *Batcher) Run(ctx context.Context) {
 		started := b.starter.Start(ctx, ops)
 		go func() {
 			res := started.Wait()
+			b.count(res)
 			for i, p := range batch {
 				p.done(res.Errs[i])
 			}
@@ -145,6 +176,20 @@ func (b *Batcher) Run(ctx context.Context) {
 			<-slots
 		}()
 	}
+}
+
+// count adds a batch's result to the totals, before its submitters hear of
+// it, so that a submitter reading Totals sees its own operation counted.
+func (b *Batcher) count(res Result) {
+	rejected := 0
+	for _, err := range res.Errs {
+		if errors.Is(err, ErrRejected) {
+			rejected++
+		}
+	}
+	b.applied.Add(int64(res.Applied))
+	b.skipped.Add(int64(res.Redelivered))
+	b.rejected.Add(int64(rejected))
 }
 
 // fill adds queued operations to batch until one of the flush conditions

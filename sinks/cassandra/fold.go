@@ -26,6 +26,7 @@ var (
 	ErrUnknownColumn = errors.New("operation names a column the view does not have")
 	ErrWrongMerge    = errors.New("operation's merge rule differs from the view's")
 	ErrBadKey        = errors.New("operation's key does not match the view's key columns")
+	ErrEpochChanged  = errors.New("operation comes from another epoch of its ledger topic")
 )
 
 // compiledView is a validated ViewSchema with its column types looked up.
@@ -178,24 +179,43 @@ func (r *rowState) clone() *rowState {
 
 // alreadyApplied reports whether the row has seen op: positions of one
 // origin partition are delivered in order, so anything at or before the
-// last applied position of the op's partition is a redelivery.
-func (r *rowState) alreadyApplied(o envelope.Origin) bool {
+// last applied position of the op's partition is a redelivery. A position
+// of another epoch of the partition (its ledger topic created anew, so that
+// ledger ids started again) cannot be compared at all: ErrEpochChanged.
+func (r *rowState) alreadyApplied(o envelope.Origin) (bool, error) {
 	last, ok := r.applied[o.Topic]
-	return ok && o.Position.Compare(last) <= 0
+	if !ok {
+		return false, nil
+	}
+	if !last.SameEpoch(o.Position) {
+		return false, fmt.Errorf("%w: %s is at epoch %s in this row and the operation (%s) is of epoch %s; the table was built from another incarnation of the ledger topic: build the view anew (foldline backfill) instead of applying it here",
+			ErrEpochChanged, o.Topic, last.Epoch, o.Position, o.Position.Epoch)
+	}
+	return o.Position.Compare(last) <= 0, nil
+}
+
+// advance records op's position as the row's last applied one of its
+// partition, keeping a known epoch when op's is unknown.
+func (r *rowState) advance(o envelope.Origin) {
+	pos := o.Position
+	if pos.Epoch == "" {
+		pos.Epoch = r.applied[o.Topic].Epoch
+	}
+	r.applied[o.Topic] = pos
 }
 
 // fold applies one operation to the row in place. It returns false for a
 // redelivered operation, which changes nothing. An error (an overflowing
-// sum) is permanent and leaves the row untouched.
+// sum, another epoch) is permanent and leaves the row untouched.
 func (v *compiledView) fold(r *rowState, op boundOp) (bool, error) {
-	if r.alreadyApplied(op.origin) {
-		return false, nil
+	if done, err := r.alreadyApplied(op.origin); done || err != nil {
+		return false, err
 	}
 	if op.kind == envelope.OpDelete {
 		clear(r.values)
 		clear(r.latestAt)
 		r.deleted = true
-		r.applied[op.origin.Topic] = op.origin.Position
+		r.advance(op.origin)
 		return true, nil
 	}
 	// Merge into a copy first so that an error leaves the row as it was.
@@ -244,7 +264,7 @@ func (v *compiledView) fold(r *rowState, op boundOp) (bool, error) {
 	r.values = values
 	maps.Copy(r.latestAt, latest)
 	r.deleted = false
-	r.applied[op.origin.Topic] = op.origin.Position
+	r.advance(op.origin)
 	return true, nil
 }
 

@@ -37,9 +37,10 @@ func TestProcessCarriesTheOrigin(t *testing.T) {
 		t.Fatalf("got %d records, want 2", len(recs))
 	}
 	for i, r := range recs {
+		// Two outputs of one input: each its own position under the origin.
 		got, err := envelope.OriginFromProperties(r.Properties)
-		if err != nil || got != origin {
-			t.Errorf("record %d: origin %+v (%v), want %+v", i, got, err, origin)
+		if want := origin.Child(i, 2); err != nil || got != want {
+			t.Errorf("record %d: origin %+v (%v), want %+v", i, got, err, want)
 		}
 		if r.Key != "s1" || !r.EventTime.Equal(at) || r.Topic != "" {
 			t.Errorf("record %d: key %q, time %v, topic %q", i, r.Key, r.EventTime, r.Topic)

@@ -10,7 +10,8 @@
 //     payloads, JSON that is not an object, every kind of truncation of the
 //     given inputs, random bytes from a fixed seed; and inputs whose fields
 //     are removed, nulled or given a wrong type must not panic either;
-//   - every output keeps its input's origin position.
+//   - every output keeps its input's origin position, refined by its index
+//     when the input caused several (so that a sink tells them apart).
 //
 // It assumes events are JSON objects, as all Foldline ledger events are.
 package transformtest
@@ -91,8 +92,21 @@ func Run(t *testing.T, p transform.Processor, inputs ...transform.Message) {
 	t.Run("origin kept", func(t *testing.T) {
 		for i, r := range first {
 			for j, rec := range r.Records {
-				if rec.Origin != corpus[i].Origin {
-					t.Errorf("input %s: output %d has origin %+v, want %+v", describe(corpus[i]), j, rec.Origin, corpus[i].Origin)
+				if want := corpus[i].Origin.Child(j, len(r.Records)); rec.Origin != want {
+					t.Errorf("input %s: output %d has origin %+v, want %+v (the input's, refined by the output's index when there are several)", describe(corpus[i]), j, rec.Origin, want)
+				}
+			}
+		}
+	})
+	t.Run("outputs of one input are told apart", func(t *testing.T) {
+		// A sink skips an operation at or before a row's last applied
+		// position as a redelivery: two operations of one input on one row
+		// must have distinct, increasing positions, or the second is lost.
+		for i, r := range first {
+			for j := 1; j < len(r.Records); j++ {
+				a, b := r.Records[j-1].Origin, r.Records[j].Origin
+				if a.Topic != b.Topic || a.Position.Compare(b.Position) >= 0 {
+					t.Errorf("input %s: output %d (origin %s %s) does not come after output %d (%s %s)", describe(corpus[i]), j, b.Topic, b.Position, j-1, a.Topic, a.Position)
 				}
 			}
 		}

@@ -62,6 +62,7 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 		if errors.Is(err, cassandra.ErrRejected) {
 			err = pf.Permanent(err)
 		}
+		recordTotals(fc, s.batcher.Totals())
 		complete(err)
 	})
 }
@@ -111,3 +112,11 @@ func (s *Sink) setUp(userConf map[string]any) {
 // registryPoll is how often the sink reads its table's state in the
 // registry: a table that went live gets live batches within this time.
 const registryPoll = 2 * time.Second
+
+// recordTotals exports the batcher's totals, so that no skipped operation
+// goes unseen.
+func recordTotals(fc *pf.FunctionContext, t cassandra.Totals) {
+	fc.RecordMetric(cassandra.MetricApplied, float64(t.Applied))
+	fc.RecordMetric(cassandra.MetricSkipped, float64(t.Skipped))
+	fc.RecordMetric(cassandra.MetricRejected, float64(t.Rejected))
+}

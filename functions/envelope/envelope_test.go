@@ -1,0 +1,124 @@
+package envelope_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/foldline/foldline/functions/envelope"
+)
+
+func TestParsePosition(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want envelope.Position
+		bad  bool
+	}{
+		{name: "plain", text: "12:34:5", want: envelope.Position{Ledger: 12, Entry: 34, Batch: 5}},
+		{name: "path", text: "12:34:-1/0/17", want: envelope.Position{Ledger: 12, Entry: 34, Batch: -1, Path: "/0/17"}},
+		{name: "epoch", text: "12:34:0@e1f2-x_Y", want: envelope.Position{Ledger: 12, Entry: 34, Epoch: "e1f2-x_Y"}},
+		{name: "path and epoch", text: "1:2:3/4@abc", want: envelope.Position{Ledger: 1, Entry: 2, Batch: 3, Path: "/4", Epoch: "abc"}},
+		{name: "two fields", text: "1:2", bad: true},
+		{name: "empty path index", text: "1:2:3//4", bad: true},
+		{name: "trailing slash", text: "1:2:3/", bad: true},
+		{name: "leading zero", text: "1:2:3/01", bad: true},
+		{name: "negative index", text: "1:2:3/-1", bad: true},
+		{name: "sign", text: "1:2:3/+1", bad: true},
+		{name: "empty epoch", text: "1:2:3@", bad: true},
+		{name: "epoch with colon", text: "1:2:3@a:b", bad: true},
+		{name: "two epochs", text: "1:2:3@a@b", bad: true},
+		{name: "huge index", text: "1:2:3/99999999999", bad: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := envelope.ParsePosition(tt.text)
+			if tt.bad {
+				if err == nil {
+					t.Fatalf("ParsePosition(%q) = %+v, want an error", tt.text, got)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ParsePosition(%q) = %+v, %v; want %+v", tt.text, got, err, tt.want)
+			}
+			if s := got.String(); s != tt.text {
+				t.Errorf("String() = %q, want %q", s, tt.text)
+			}
+		})
+	}
+	if _, err := envelope.ParsePosition("1:2:3/x"); !errors.Is(err, envelope.ErrBadPosition) {
+		t.Errorf("a bad path gives %v, want ErrBadPosition", err)
+	}
+}
+
+// The outputs of one ledger event, numbered as the runtime numbers them
+// stage by stage, are distinct and compare in the order they were emitted
+// (depth-first), whatever each stage's fan-out.
+func TestChildPositionsFollowEmissionOrder(t *testing.T) {
+	event := envelope.Position{Ledger: 9, Entry: 4, Batch: 2}
+	var emitted []envelope.Position
+	// Stage 1 emits 3 outputs; stage 2 emits 1, 12 and 2 outputs for them;
+	// stage 3 emits 2 for each of those.
+	fanout2 := []int{1, 12, 2}
+	for i := range 3 {
+		p1 := event.Child(i, 3)
+		for j := range fanout2[i] {
+			p2 := p1.Child(j, fanout2[i])
+			for k := range 2 {
+				emitted = append(emitted, p2.Child(k, 2))
+			}
+		}
+	}
+	for i := 1; i < len(emitted); i++ {
+		if c := emitted[i-1].Compare(emitted[i]); c >= 0 {
+			t.Errorf("output %d (%s) compares %d to output %d (%s), want -1", i-1, emitted[i-1], c, i, emitted[i])
+		}
+	}
+	sorted := slices.Clone(emitted)
+	slices.SortFunc(sorted, envelope.Position.Compare)
+	if !slices.Equal(sorted, emitted) {
+		t.Errorf("sorting changes the emission order")
+	}
+	// Every output comes after the event's previous entry and before its next.
+	if prev := (envelope.Position{Ledger: 9, Entry: 4, Batch: 1}); prev.Compare(emitted[0]) >= 0 {
+		t.Errorf("%s does not come before %s", prev, emitted[0])
+	}
+	if next := (envelope.Position{Ledger: 9, Entry: 4, Batch: 3}); next.Compare(emitted[len(emitted)-1]) <= 0 {
+		t.Errorf("%s does not come after %s", next, emitted[len(emitted)-1])
+	}
+	// A single output keeps its input's position.
+	if got := event.Child(0, 1); got != event {
+		t.Errorf("Child(0, 1) = %s, want %s", got, event)
+	}
+}
+
+func TestSameEpoch(t *testing.T) {
+	a := envelope.Position{Ledger: 1, Epoch: "a"}
+	tests := []struct {
+		name string
+		q    envelope.Position
+		want bool
+	}{
+		{name: "same", q: envelope.Position{Ledger: 5, Epoch: "a"}, want: true},
+		{name: "other", q: envelope.Position{Ledger: 5, Epoch: "b"}, want: false},
+		{name: "unknown", q: envelope.Position{Ledger: 5}, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := a.SameEpoch(tt.q); got != tt.want {
+				t.Errorf("SameEpoch = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Every stage reads a position per message: a well-formed one costs no
+// allocation.
+func TestParsePositionDoesNotAllocate(t *testing.T) {
+	for _, s := range []string{"1:2:3", "123456:7:-1/0/12@ep-1"} {
+		if n := testing.AllocsPerRun(100, func() { _, _ = envelope.ParsePosition(s) }); n != 0 {
+			t.Errorf("ParsePosition(%q) allocates %v times", s, n)
+		}
+	}
+}
