@@ -11,6 +11,8 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/foldline/foldline/admin/internal/target"
+	"github.com/foldline/foldline/admin/status"
 	"github.com/foldline/foldline/internal/testenv"
 )
 
@@ -71,10 +73,12 @@ func TestShopViewsIgnoreRepublishedOperations(t *testing.T) {
 		t.Fatalf("creating client: %v", err)
 	}
 	defer client.Close()
+	republished := map[string]int64{}
 	for _, sink := range sinks {
 		topic := "persistent://" + s.tenant + "/" + pipelineNS + "/" + sink.input
 		n := republish(t, client, topic)
 		t.Logf("republished %d operations on %s", n, topic)
+		republished[sink.name] = int64(n)
 		s.waitForBacklog(t, topic, sink.name)
 	}
 	got, err := s.views(t)
@@ -83,6 +87,25 @@ func TestShopViewsIgnoreRepublishedOperations(t *testing.T) {
 	}
 	if d := diff(got, s.expected()); d != "" {
 		t.Fatalf("republished operations changed the views:\n%s", d)
+	}
+	// Every skip is counted where an operator sees it: foldline status.
+	report, err := status.Get(t.Context(), status.Options{Command: target.Command{Dir: s.opts.Dir, Target: s.opts.Target, Services: s.svc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range report.Stages {
+		want, ok := republished[st.Name]
+		if !ok {
+			continue
+		}
+		if st.SinkTotals == nil || st.SinkTotals.Skipped < want {
+			t.Errorf("status of %s: sink totals %+v, want at least the %d republished operations skipped", st.Name, st.SinkTotals, want)
+		}
+	}
+	for _, v := range report.Views {
+		if v.Skipped == nil || *v.Skipped == 0 {
+			t.Errorf("status of view %s shows no skipped operations", v.View)
+		}
 	}
 }
 

@@ -10,7 +10,10 @@
 // comparable, and one row may be fed by many (product_sales is re-keyed by
 // sku). Delivery keeps the order of each origin partition per key, so an
 // operation whose position is at or before the row's entry for its partition
-// has been applied already and is skipped. The other operations fold into
+// has been applied already and is skipped (every output of one ledger event
+// has a position of its own, envelope.Position.Path, and positions of another
+// epoch of the ledger topic are rejected, never skipped: ErrEpochChanged). The
+// other operations fold into
 // the row with the reference merge rules (those of functions/transform/memview),
 // and the new values and the new positions go to Cassandra in ONE UPDATE of
 // the row's partition, which Cassandra applies atomically and in isolation:
