@@ -13,6 +13,7 @@ import (
 
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/internal/cqlname"
 )
 
 // DestroyOptions are destroy's settings.
@@ -66,7 +67,7 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 				}
 			}
 			for _, table := range tables {
-				if err := s.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %q.%q`, v.Keyspace, table)).WithContext(ctx).Exec(); err != nil {
+				if err := s.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %s`, cqlname.Table(v.Keyspace, table))).WithContext(ctx).Exec(); err != nil {
 					return removed, fmt.Errorf("dropping table %s.%s: %w", v.Keyspace, table, err)
 				}
 				note("dropped table %s.%s", v.Keyspace, table)
@@ -182,7 +183,7 @@ func purge(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, ten
 		return done, fmt.Errorf("deleting tenant %s: %w", tenant, err)
 	}
 	done = append(done, "deleted tenant "+tenant)
-	if err := cql.Query(fmt.Sprintf(`DROP KEYSPACE IF EXISTS %q`, keyspace)).WithContext(ctx).Exec(); err != nil {
+	if err := cql.Query(`DROP KEYSPACE IF EXISTS ` + cqlname.Quote(keyspace)).WithContext(ctx).Exec(); err != nil {
 		return done, fmt.Errorf("dropping keyspace %s: %w", keyspace, err)
 	}
 	return append(done, "dropped keyspace "+keyspace), nil

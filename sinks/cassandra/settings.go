@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/internal/cqlname"
 )
 
 // Settings tune how the sink talks to Cassandra. The zero value of a field
@@ -177,6 +179,11 @@ func (s Settings) Validate() error {
 	if s.BuildingLinger < 0 {
 		problem("building_linger %s: must not be negative", s.BuildingLinger)
 	}
+	if s.Registry != "" {
+		if err := cqlname.Check("registry", s.Registry); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -266,6 +273,12 @@ func ParseConfig(userConf map[string]any) (Config, error) {
 	}
 	var u userConfig
 	if err := json.Unmarshal(raw, &u); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			// Named by its key, as every other problem is, so that lint
+			// can point at the field.
+			return Config{}, fmt.Errorf("reading sink config: %s %s: want a %s", typeErr.Field, typeErr.Value, jsonTypeName(typeErr.Type.String()))
+		}
 		return Config{}, fmt.Errorf("decoding user config: %w", err)
 	}
 	var errs []error
@@ -319,6 +332,17 @@ func ParseConfig(userConf map[string]any) (Config, error) {
 		return Config{}, fmt.Errorf("reading sink config: %w", err)
 	}
 	return Config{View: u.ViewSchema, Settings: s}, nil
+}
+
+// jsonTypeName says in words what a user-config key of Go type goType takes.
+func jsonTypeName(goType string) string {
+	switch goType {
+	case "int", "*int":
+		return "whole number"
+	case "string":
+		return "string"
+	}
+	return goType
 }
 
 // NewSession connects to Cassandra with token-aware routing, so that each
