@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -208,6 +209,8 @@ func (s *Set) checkFunction(f *Function) Problems {
 	c := f.Config
 	if f.Binary == "" {
 		ps = append(ps, f.Ref.Problem(f.RefField+".binary", "missing: the Go package of the function's main, e.g. github.com/foldline/foldline/functions/shop/validate/cmd"))
+	} else if err := gobuild.CheckPackage(f.Binary); err != nil {
+		ps = append(ps, f.Ref.Problem(f.RefField+".binary", "%v", err))
 	}
 	if !namePattern.MatchString(c.Name) {
 		ps = append(ps, f.Source.Problem("name", "%q: want letters, digits, '_', '-' or '.'", c.Name))
@@ -309,6 +312,9 @@ func (s *Set) checkView(v *View) Problems {
 			}
 			ps = append(ps, v.Problem(field, "%s", rest))
 		}
+	}
+	if err := gobuild.CheckPackage(v.Sink.Binary); err != nil {
+		ps = append(ps, v.Problem("sink.binary", "%v", err))
 	}
 	ps = append(ps, s.checkTopic(v.Source, "sink.input", v.Sink.Input)...)
 	if v.Sink.Parallelism < 1 {
