@@ -3,6 +3,7 @@ package manifest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,11 +26,16 @@ const (
 
 var namePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 
+// sinkDeployKeys are the keys of a sink's user config that deploy fills in:
+// where the sink writes. A view may not set them, or its sink would write
+// another Cassandra, registry or keyspace than its tenant's.
+var sinkDeployKeys = []string{"hosts", "registry", "keyspace", "table", "view", "key", "columns"}
+
 // applyDefaults is the one place where absent fields get their defaults.
 func (s *Set) applyDefaults() {
 	if t := s.Tenant; t != nil {
 		if t.Keyspace == "" {
-			t.Keyspace = t.Name
+			t.Keyspace = KeyspaceFor(t.Name)
 		}
 		if t.Replication == nil {
 			t.Replication = cassandra.DefaultReplication()
@@ -128,8 +134,10 @@ func (s *Set) check() Problems {
 func (s *Set) checkTenant() Problems {
 	t := s.Tenant
 	var ps Problems
-	if !namePattern.MatchString(t.Name) {
-		ps = append(ps, t.Problem("name", "%q: want letters, digits, '_', '-' or '.'", t.Name))
+	if err := CheckTenantName(t.Name); err != nil {
+		ps = append(ps, t.Problem("name", "%v", err))
+	} else if want := KeyspaceFor(t.Name); t.Keyspace != want {
+		ps = append(ps, t.Problem("keyspace", "%q: tenant %s's keyspace is %s (its name with - as _; leave keyspace out): a keyspace is never shared between tenants", t.Keyspace, t.Name, want))
 	}
 	if len(t.Namespaces) == 0 {
 		ps = append(ps, t.Problem("namespaces", "missing: a tenant needs at least one namespace"))
@@ -238,8 +246,25 @@ func (s *Set) checkFunction(f *Function) Problems {
 	if c.DeadLetterTopic != "" {
 		ps = append(ps, f.Source.Problem("deadLetterTopic", "the Go runtime takes it from userConfig.%s: move it there", UserConfigDeadLetterTopic))
 	}
-	if c.TopicsPattern != nil || len(c.InputSpecs) > 0 {
-		ps = append(ps, f.Source.Problem("inputs", "list the input topics in inputs (topic patterns and input specs hide the DAG from lint)"))
+	if c.TopicsPattern != nil {
+		ps = append(ps, f.Source.Problem("topicsPattern", "%q: list the input topics in inputs (a pattern hides the DAG from lint, and may match other tenants' topics)", *c.TopicsPattern))
+	}
+	if len(c.InputSpecs) > 0 {
+		ps = append(ps, f.Source.Problem("inputSpecs", "list the input topics in inputs (input specs hide the DAG from lint, and may name other tenants' topics or patterns)"))
+	}
+	// The worker subscribes a function to the topics these maps name too:
+	// each must be one of its inputs.
+	for field, topics := range map[string]map[string]string{"customSchemaInputs": c.CustomSchemaInputs, "customSerdeInputs": c.CustomSerdeInputs} {
+		for _, topic := range slices.Sorted(maps.Keys(topics)) {
+			if more := s.checkTopic(f.Source, field, topic); len(more) > 0 {
+				ps = append(ps, more...)
+			} else if !slices.Contains(c.Inputs, topic) {
+				ps = append(ps, f.Source.Problem(field, "%q is not one of inputs: the worker would read it too, behind lint's back", topic))
+			}
+		}
+	}
+	if c.LogTopic != "" {
+		ps = append(ps, s.checkTopic(f.Source, "logTopic", c.LogTopic)...)
 	}
 	if len(c.Inputs) == 0 {
 		ps = append(ps, f.Source.Problem("inputs", "missing: a function reads at least one topic"))
@@ -317,6 +342,14 @@ func (s *Set) checkView(v *View) Problems {
 		ps = append(ps, v.Problem("sink.binary", "%v", err))
 	}
 	ps = append(ps, s.checkTopic(v.Source, "sink.input", v.Sink.Input)...)
+	if s.Tenant != nil && !s.Tenant.hasNamespace(v.Sink.Namespace) {
+		ps = append(ps, v.Problem("sink.namespace", "%q is not a namespace of the tenant manifest %s", v.Sink.Namespace, s.Tenant.File))
+	}
+	for _, key := range sinkDeployKeys {
+		if _, ok := v.Sink.UserConfig[key]; ok {
+			ps = append(ps, v.Problem("sink.userConfig."+key, "set by deploy (the tenant's Cassandra, registry and keyspace, the view's table): remove it"))
+		}
+	}
 	if v.Sink.Parallelism < 1 {
 		ps = append(ps, v.Problem("sink.parallelism", "%d: want at least 1", v.Sink.Parallelism))
 	}

@@ -199,7 +199,7 @@ func (o Options) find(ctx context.Context, table string) (*registered, error) {
 
 func (o Options) keyspace() (string, error) {
 	if o.Target.Keyspace != "" {
-		return o.Target.Keyspace, nil
+		return o.Target.Keyspace, o.Target.CheckKeyspace()
 	}
 	set, err := o.Target.Load(o.Dir)
 	if err != nil {
