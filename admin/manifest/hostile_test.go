@@ -66,10 +66,12 @@ func TestLoadRefusesHostileFiles(t *testing.T) {
 			want:  "expands to more than 100000 YAML nodes",
 		},
 		{
-			name:  "alias bomb in a function config",
-			file:  "functions/validate.yaml",
-			setUp: func(t *testing.T, path string) { appendTo(t, path, strings.ReplaceAll(strings.SplitN(aliasBomb(9), "  userConfig:\n", 2)[1], "\n    ", "\n  ")[2:]) },
-			want:  "expands to more than 100000 YAML nodes",
+			name: "alias bomb in a function config",
+			file: "functions/validate.yaml",
+			setUp: func(t *testing.T, path string) {
+				appendTo(t, path, strings.ReplaceAll(strings.SplitN(aliasBomb(9), "  userConfig:\n", 2)[1], "\n    ", "\n  ")[2:])
+			},
+			want: "expands to more than 100000 YAML nodes",
 		},
 		{
 			name: "FIFO",
