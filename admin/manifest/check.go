@@ -321,22 +321,21 @@ func (s *Set) checkView(v *View) Problems {
 	}
 	// The sink's own check of the table definition, located by the field
 	// each message starts with.
-	if err := v.Schema().Validate(); err != nil {
-		for _, e := range unjoin(err) {
-			msg := e.Error()
-			field, rest, _ := strings.Cut(msg, " ")
-			if strings.HasSuffix(field, ":") {
-				field, rest = strings.TrimSuffix(field, ":"), strings.TrimSpace(rest)
-			}
-			if strings.HasSuffix(field, ".merge") && strings.HasPrefix(rest, `"":`) {
-				continue // reported above in plainer words
-			}
-			switch field {
-			case "table", "keyspace", "view":
-				field = "name" // derived from the view's name
-			}
-			ps = append(ps, v.Problem(field, "%s", rest))
+	for _, p := range sinkProblems(v.Schema().Validate()) {
+		if strings.HasSuffix(p.field, ".merge") && strings.HasPrefix(p.message, `"":`) {
+			continue // reported above in plainer words
 		}
+		switch p.field {
+		case "table", "keyspace", "view":
+			p.field = "name" // derived from the view's name
+		}
+		ps = append(ps, v.Problem(p.field, "%s", p.message))
+	}
+	// The sink's own parser of its settings: a setting it refuses would
+	// stop the sink at start.
+	_, err := cassandra.ParseSettings(v.Sink.UserConfig)
+	for _, p := range sinkProblems(err) {
+		ps = append(ps, v.Problem("sink.userConfig."+p.field, "%s", p.message))
 	}
 	if err := gobuild.CheckPackage(v.Sink.Binary); err != nil {
 		ps = append(ps, v.Problem("sink.binary", "%v", err))
@@ -384,11 +383,37 @@ func (s *Set) checkNames() Problems {
 	return ps
 }
 
-// unjoin splits an errors.Join error into its parts.
+// sinkProblem is one problem the sink package found, split into the key
+// its message starts with and the rest.
+type sinkProblem struct{ field, message string }
+
+// sinkProblems splits the sink's errors (errors.Join, nested) into their
+// keys and messages: each message starts with the key it is about.
+func sinkProblems(err error) []sinkProblem {
+	var out []sinkProblem
+	for _, e := range unjoin(err) {
+		field, rest, _ := strings.Cut(e.Error(), " ")
+		if strings.HasSuffix(field, ":") {
+			field, rest = strings.TrimSuffix(field, ":"), strings.TrimSpace(rest)
+		}
+		out = append(out, sinkProblem{field: field, message: rest})
+	}
+	return out
+}
+
+// unjoin splits an errors.Join error, and the joined errors in it, into
+// their parts; nil gives none.
 func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
 	var joined interface{ Unwrap() []error }
 	if errors.As(err, &joined) {
-		return joined.Unwrap()
+		var out []error
+		for _, e := range joined.Unwrap() {
+			out = append(out, unjoin(e)...)
+		}
+		return out
 	}
 	return []error{err}
 }

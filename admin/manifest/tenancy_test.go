@@ -149,30 +149,40 @@ func TestLoadRefusesOtherTenantsTopicsAndKeyspaces(t *testing.T) {
 		},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := copyShopManifests(t)
-			for _, e := range tc.edits {
-				if e.new == "" {
-					e.new = "# " + e.old
-				}
-				applyEdit(t, dir, e)
-			}
-			_, err := manifest.Load(dir)
-			var problems manifest.Problems
-			if !errors.As(err, &problems) {
-				t.Fatalf("Load error = %v, want problems", err)
-			}
-			for _, w := range tc.want {
-				file := filepath.Join(dir, w.file)
-				line := lineOf(t, file, w.at)
-				if !hasProblem(problems, file, line, w.field, w.message) {
-					t.Errorf("missing problem %s:%d: %s: …%s…\ngot:\n%v", file, line, w.field, w.message, problems)
-				}
-			}
-			if len(problems) > len(tc.want) {
-				t.Errorf("got %d problems, want %d:\n%v", len(problems), len(tc.want), problems)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantExactly(t, tc.edits, tc.want) })
+	}
+}
+
+// TestLoadRunsTheSinksSettingsParser: settings the sink would refuse at
+// start are lint problems at their keys.
+func TestLoadRunsTheSinksSettingsParser(t *testing.T) {
+	const view = "views/user_activity.yaml"
+	cases := []struct {
+		name  string
+		edits []edit
+		want  []wantProblem
+	}{
+		{
+			name:  "negative batch size, bad duration",
+			edits: []edit{{view, "    batch_size: 1000", "    batch_size: -5\n    linger: 5x"}},
+			want: []wantProblem{
+				{view, "batch_size: -5", "sink.userConfig.batch_size", "-5: must be at least 1"},
+				{view, "linger: 5x", "sink.userConfig.linger", `"5x": want a duration`},
+			},
+		},
+		{
+			name:  "words for a number",
+			edits: []edit{{view, "    batch_size: 1000", "    batch_size: 1000\n    concurrency: lots"}},
+			want:  []wantProblem{{view, "concurrency: lots", "sink.userConfig.concurrency", "want a whole number"}},
+		},
+		{
+			name:  "unknown consistency",
+			edits: []edit{{view, "consistency: LOCAL_QUORUM", "consistency: MOST"}},
+			want:  []wantProblem{{view, "consistency: MOST", "sink.userConfig.consistency", "not a CQL consistency level"}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { wantExactly(t, tc.edits, tc.want) })
 	}
 }
 
@@ -205,5 +215,34 @@ func TestRetargetLeavesNoTopicInTheOldTenant(t *testing.T) {
 	}
 	if err := set.Retarget("shop-again", "shop_test"); !errors.Is(err, manifest.ErrInvalid) {
 		t.Errorf("Retarget to a keyspace not the tenant's = %v, want problems", err)
+	}
+}
+
+// wantExactly loads a copy of the shop manifests with edits applied (an
+// edit with new empty comments old out) and checks that the problems are
+// exactly want.
+func wantExactly(t *testing.T, edits []edit, want []wantProblem) {
+	t.Helper()
+	dir := copyShopManifests(t)
+	for _, e := range edits {
+		if e.new == "" {
+			e.new = "# " + e.old
+		}
+		applyEdit(t, dir, e)
+	}
+	_, err := manifest.Load(dir)
+	var problems manifest.Problems
+	if !errors.As(err, &problems) {
+		t.Fatalf("Load error = %v, want problems", err)
+	}
+	for _, w := range want {
+		file := filepath.Join(dir, w.file)
+		line := lineOf(t, file, w.at)
+		if !hasProblem(problems, file, line, w.field, w.message) {
+			t.Errorf("missing problem %s:%d: %s: …%s…\ngot:\n%v", file, line, w.field, w.message, problems)
+		}
+	}
+	if len(problems) > len(want) {
+		t.Errorf("got %d problems, want %d:\n%v", len(problems), len(want), problems)
 	}
 }
