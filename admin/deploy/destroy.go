@@ -11,6 +11,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/gocql/gocql"
 
+	"github.com/foldline/foldline/admin/internal/owner"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/internal/cqlname"
@@ -38,6 +39,12 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 	}
 	defer s.Close()
 	t := s.set.Tenant
+	if opts.Tables || opts.Purge {
+		// Before anything is removed: never another tenant's keyspace.
+		if _, err := owner.Check(ctx, s.cql, t.Keyspace, t.Name); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.pulsar.RequireTenant(ctx, t.Name); err != nil {
 		return nil, err
 	}
