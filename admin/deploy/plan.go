@@ -15,8 +15,8 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/admin/internal/gobuild"
-	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/owner"
+	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/sinks/cassandra"
