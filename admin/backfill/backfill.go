@@ -36,6 +36,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/admin/progress"
+	"github.com/foldline/foldline/internal/cqlname"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -580,7 +581,7 @@ func (e *env) dropExpired(ctx context.Context, view string) ([]string, error) {
 		if r.State != backfillrecord.StateSwitched || old == "" || old == entry.ActiveTable || !registered[old] || time.Now().Before(r.KeepOldUntil) {
 			continue
 		}
-		if err := e.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %q.%q`, ks, old)).WithContext(ctx).Exec(); err != nil {
+		if err := e.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %s`, cqlname.Table(ks, old))).WithContext(ctx).Exec(); err != nil {
 			return dropped, fmt.Errorf("dropping old table %s.%s: %w", ks, old, err)
 		}
 		if err := registry.Unregister(ctx, e.cql, ks, view, old); err != nil {
@@ -613,7 +614,7 @@ func Abort(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 	if _, err := e.removeStages(ctx, opts, rec); err != nil {
 		return nil, err
 	}
-	if err := e.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %q.%q`, ks, rec.Table)).WithContext(ctx).Exec(); err != nil {
+	if err := e.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %s`, cqlname.Table(ks, rec.Table))).WithContext(ctx).Exec(); err != nil {
 		return nil, fmt.Errorf("dropping table %s.%s: %w", ks, rec.Table, err)
 	}
 	if err := registry.Unregister(ctx, e.cql, ks, rec.View, rec.Table); err != nil {

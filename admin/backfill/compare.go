@@ -10,6 +10,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/admin/internal/backfillrecord"
+	"github.com/foldline/foldline/internal/cqlname"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -80,12 +81,12 @@ func readRows(ctx context.Context, cql *gocql.Session, keyspace, table string, k
 	quoted := func(names []string) []string {
 		out := make([]string, len(names))
 		for i, n := range names {
-			out[i] = fmt.Sprintf("%q", n)
+			out[i] = cqlname.Quote(n)
 		}
 		return out
 	}
-	all := append(append(quoted(keys), quoted(cols)...), fmt.Sprintf("%q", cassandra.ColumnDeleted))
-	q := fmt.Sprintf("SELECT %s FROM %q.%q", strings.Join(all, ", "), keyspace, table)
+	all := append(append(quoted(keys), quoted(cols)...), cqlname.Quote(cassandra.ColumnDeleted))
+	q := fmt.Sprintf("SELECT %s FROM %s", strings.Join(all, ", "), cqlname.Table(keyspace, table))
 	iter := cql.Query(q).WithContext(ctx).PageSize(5000).Iter()
 	rows := map[string]string{}
 	for {

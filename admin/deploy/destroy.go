@@ -11,8 +11,10 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/gocql/gocql"
 
+	"github.com/foldline/foldline/admin/internal/owner"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/internal/cqlname"
 )
 
 // DestroyOptions are destroy's settings.
@@ -37,6 +39,12 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 	}
 	defer s.Close()
 	t := s.set.Tenant
+	if opts.Tables || opts.Purge {
+		// Before anything is removed: never another tenant's keyspace.
+		if _, err := owner.Check(ctx, s.cql, t.Keyspace, t.Name); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.pulsar.RequireTenant(ctx, t.Name); err != nil {
 		return nil, err
 	}
@@ -66,7 +74,7 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 				}
 			}
 			for _, table := range tables {
-				if err := s.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %q.%q`, v.Keyspace, table)).WithContext(ctx).Exec(); err != nil {
+				if err := s.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %s`, cqlname.Table(v.Keyspace, table))).WithContext(ctx).Exec(); err != nil {
 					return removed, fmt.Errorf("dropping table %s.%s: %w", v.Keyspace, table, err)
 				}
 				note("dropped table %s.%s", v.Keyspace, table)
@@ -182,7 +190,7 @@ func purge(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, ten
 		return done, fmt.Errorf("deleting tenant %s: %w", tenant, err)
 	}
 	done = append(done, "deleted tenant "+tenant)
-	if err := cql.Query(fmt.Sprintf(`DROP KEYSPACE IF EXISTS %q`, keyspace)).WithContext(ctx).Exec(); err != nil {
+	if err := cql.Query(`DROP KEYSPACE IF EXISTS ` + cqlname.Quote(keyspace)).WithContext(ctx).Exec(); err != nil {
 		return done, fmt.Errorf("dropping keyspace %s: %w", keyspace, err)
 	}
 	return append(done, "dropped keyspace "+keyspace), nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/admin/internal/ledgerepoch"
+	"github.com/foldline/foldline/admin/internal/owner"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
@@ -438,6 +439,11 @@ func (pl *planner) planKeyspace(ctx context.Context) error {
 			return fmt.Errorf("listing tables of keyspace %s: %w", ks, err)
 		}
 	}
+	// Refused before anything changes: another tenant's keyspace.
+	recorded, err := owner.Check(ctx, pl.cql, ks, t.Name)
+	if err != nil {
+		return err
+	}
 	repl := cassandra.Replication(t.Replication)
 	if !keyspaceExists {
 		pl.add(Change{Action: Create, Kind: "keyspace", Name: ks, Details: []string{"replication " + fmt.Sprint(map[string]string(repl))},
@@ -446,6 +452,12 @@ func (pl *planner) planKeyspace(ctx context.Context) error {
 			}})
 	} else {
 		pl.add(Change{Action: Keep, Kind: "keyspace", Name: ks})
+	}
+	if !recorded {
+		pl.add(Change{Action: Create, Kind: "table", Name: ks + "." + owner.Table, Details: []string{"the keyspace's owner: tenant " + t.Name},
+			apply: func(ctx context.Context) error { return owner.Claim(ctx, pl.cql, ks, t.Name) }})
+	} else {
+		pl.add(Change{Action: Keep, Kind: "table", Name: ks + "." + owner.Table})
 	}
 	if !tables[registry.Table] {
 		pl.add(Change{Action: Create, Kind: "table", Name: ks + "." + registry.Table, Details: []string{"the view registry: active table of each view"},

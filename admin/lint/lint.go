@@ -124,17 +124,21 @@ func buildAll(ctx context.Context, set *manifest.Set, cacheDir string, progress 
 	var problems manifest.Problems
 	failed := map[string]string{}
 	for _, st := range set.Stages() {
-		if st.Binary == "" {
-			continue // reported by Load
+		if gobuild.CheckPackage(st.Binary) != nil {
+			continue // reported by Load; never handed to go build
 		}
 		msg, seen := failed[st.Binary]
 		if !seen {
 			if _, err := builder.Build(ctx, st.Binary); err != nil {
 				var be *gobuild.BuildError
-				if !errors.As(err, &be) {
-					return append(problems, binaryProblem(st, fmt.Sprintf("could not build: %v", err)))
+				switch {
+				case errors.As(err, &be):
+					msg = st.Binary + " does not build: " + firstLines(be.Output, 5)
+				case errors.Is(err, gobuild.ErrNotAPackage):
+					msg = err.Error()
+				default:
+					return append(problems, binaryProblem(st, fmt.Sprintf("%s could not build: %v", st.Binary, err)))
 				}
-				msg = "does not build: " + firstLines(be.Output, 5)
 			}
 			failed[st.Binary] = msg
 		}
@@ -147,9 +151,9 @@ func buildAll(ctx context.Context, set *manifest.Set, cacheDir string, progress 
 
 func binaryProblem(st *manifest.Stage, msg string) manifest.Problem {
 	if st.Function != nil {
-		return st.Function.Ref.Problem(st.Function.RefField+".binary", "%s %s", st.Binary, msg)
+		return st.Function.Ref.Problem(st.Function.RefField+".binary", "%s", msg)
 	}
-	return st.View.Problem("sink.binary", "%s %s", st.Binary, msg)
+	return st.View.Problem("sink.binary", "%s", msg)
 }
 
 // firstLines keeps the first n lines of the compiler's output, joined, so

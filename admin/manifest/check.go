@@ -3,12 +3,14 @@ package manifest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -24,11 +26,16 @@ const (
 
 var namePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 
+// sinkDeployKeys are the keys of a sink's user config that deploy fills in:
+// where the sink writes. A view may not set them, or its sink would write
+// another Cassandra, registry or keyspace than its tenant's.
+var sinkDeployKeys = []string{"hosts", "registry", "keyspace", "table", "view", "key", "columns"}
+
 // applyDefaults is the one place where absent fields get their defaults.
 func (s *Set) applyDefaults() {
 	if t := s.Tenant; t != nil {
 		if t.Keyspace == "" {
-			t.Keyspace = t.Name
+			t.Keyspace = KeyspaceFor(t.Name)
 		}
 		if t.Replication == nil {
 			t.Replication = cassandra.DefaultReplication()
@@ -127,8 +134,10 @@ func (s *Set) check() Problems {
 func (s *Set) checkTenant() Problems {
 	t := s.Tenant
 	var ps Problems
-	if !namePattern.MatchString(t.Name) {
-		ps = append(ps, t.Problem("name", "%q: want letters, digits, '_', '-' or '.'", t.Name))
+	if err := CheckTenantName(t.Name); err != nil {
+		ps = append(ps, t.Problem("name", "%v", err))
+	} else if want := KeyspaceFor(t.Name); t.Keyspace != want {
+		ps = append(ps, t.Problem("keyspace", "%q: tenant %s's keyspace is %s (its name with - as _; leave keyspace out): a keyspace is never shared between tenants", t.Keyspace, t.Name, want))
 	}
 	if len(t.Namespaces) == 0 {
 		ps = append(ps, t.Problem("namespaces", "missing: a tenant needs at least one namespace"))
@@ -208,6 +217,8 @@ func (s *Set) checkFunction(f *Function) Problems {
 	c := f.Config
 	if f.Binary == "" {
 		ps = append(ps, f.Ref.Problem(f.RefField+".binary", "missing: the Go package of the function's main, e.g. github.com/foldline/foldline/functions/shop/validate/cmd"))
+	} else if err := gobuild.CheckPackage(f.Binary); err != nil {
+		ps = append(ps, f.Ref.Problem(f.RefField+".binary", "%v", err))
 	}
 	if !namePattern.MatchString(c.Name) {
 		ps = append(ps, f.Source.Problem("name", "%q: want letters, digits, '_', '-' or '.'", c.Name))
@@ -235,8 +246,25 @@ func (s *Set) checkFunction(f *Function) Problems {
 	if c.DeadLetterTopic != "" {
 		ps = append(ps, f.Source.Problem("deadLetterTopic", "the Go runtime takes it from userConfig.%s: move it there", UserConfigDeadLetterTopic))
 	}
-	if c.TopicsPattern != nil || len(c.InputSpecs) > 0 {
-		ps = append(ps, f.Source.Problem("inputs", "list the input topics in inputs (topic patterns and input specs hide the DAG from lint)"))
+	if c.TopicsPattern != nil {
+		ps = append(ps, f.Source.Problem("topicsPattern", "%q: list the input topics in inputs (a pattern hides the DAG from lint, and may match other tenants' topics)", *c.TopicsPattern))
+	}
+	if len(c.InputSpecs) > 0 {
+		ps = append(ps, f.Source.Problem("inputSpecs", "list the input topics in inputs (input specs hide the DAG from lint, and may name other tenants' topics or patterns)"))
+	}
+	// The worker subscribes a function to the topics these maps name too:
+	// each must be one of its inputs.
+	for field, topics := range map[string]map[string]string{"customSchemaInputs": c.CustomSchemaInputs, "customSerdeInputs": c.CustomSerdeInputs} {
+		for _, topic := range slices.Sorted(maps.Keys(topics)) {
+			if more := s.checkTopic(f.Source, field, topic); len(more) > 0 {
+				ps = append(ps, more...)
+			} else if !slices.Contains(c.Inputs, topic) {
+				ps = append(ps, f.Source.Problem(field, "%q is not one of inputs: the worker would read it too, behind lint's back", topic))
+			}
+		}
+	}
+	if c.LogTopic != "" {
+		ps = append(ps, s.checkTopic(f.Source, "logTopic", c.LogTopic)...)
 	}
 	if len(c.Inputs) == 0 {
 		ps = append(ps, f.Source.Problem("inputs", "missing: a function reads at least one topic"))
@@ -293,24 +321,34 @@ func (s *Set) checkView(v *View) Problems {
 	}
 	// The sink's own check of the table definition, located by the field
 	// each message starts with.
-	if err := v.Schema().Validate(); err != nil {
-		for _, e := range unjoin(err) {
-			msg := e.Error()
-			field, rest, _ := strings.Cut(msg, " ")
-			if strings.HasSuffix(field, ":") {
-				field, rest = strings.TrimSuffix(field, ":"), strings.TrimSpace(rest)
-			}
-			if strings.HasSuffix(field, ".merge") && strings.HasPrefix(rest, `"":`) {
-				continue // reported above in plainer words
-			}
-			switch field {
-			case "table", "keyspace", "view":
-				field = "name" // derived from the view's name
-			}
-			ps = append(ps, v.Problem(field, "%s", rest))
+	for _, p := range sinkProblems(v.Schema().Validate()) {
+		if strings.HasSuffix(p.field, ".merge") && strings.HasPrefix(p.message, `"":`) {
+			continue // reported above in plainer words
 		}
+		switch p.field {
+		case "table", "keyspace", "view":
+			p.field = "name" // derived from the view's name
+		}
+		ps = append(ps, v.Problem(p.field, "%s", p.message))
+	}
+	// The sink's own parser of its settings: a setting it refuses would
+	// stop the sink at start.
+	_, err := cassandra.ParseSettings(v.Sink.UserConfig)
+	for _, p := range sinkProblems(err) {
+		ps = append(ps, v.Problem("sink.userConfig."+p.field, "%s", p.message))
+	}
+	if err := gobuild.CheckPackage(v.Sink.Binary); err != nil {
+		ps = append(ps, v.Problem("sink.binary", "%v", err))
 	}
 	ps = append(ps, s.checkTopic(v.Source, "sink.input", v.Sink.Input)...)
+	if s.Tenant != nil && !s.Tenant.hasNamespace(v.Sink.Namespace) {
+		ps = append(ps, v.Problem("sink.namespace", "%q is not a namespace of the tenant manifest %s", v.Sink.Namespace, s.Tenant.File))
+	}
+	for _, key := range sinkDeployKeys {
+		if _, ok := v.Sink.UserConfig[key]; ok {
+			ps = append(ps, v.Problem("sink.userConfig."+key, "set by deploy (the tenant's Cassandra, registry and keyspace, the view's table): remove it"))
+		}
+	}
 	if v.Sink.Parallelism < 1 {
 		ps = append(ps, v.Problem("sink.parallelism", "%d: want at least 1", v.Sink.Parallelism))
 	}
@@ -345,11 +383,37 @@ func (s *Set) checkNames() Problems {
 	return ps
 }
 
-// unjoin splits an errors.Join error into its parts.
+// sinkProblem is one problem the sink package found, split into the key
+// its message starts with and the rest.
+type sinkProblem struct{ field, message string }
+
+// sinkProblems splits the sink's errors (errors.Join, nested) into their
+// keys and messages: each message starts with the key it is about.
+func sinkProblems(err error) []sinkProblem {
+	var out []sinkProblem
+	for _, e := range unjoin(err) {
+		field, rest, _ := strings.Cut(e.Error(), " ")
+		if strings.HasSuffix(field, ":") {
+			field, rest = strings.TrimSuffix(field, ":"), strings.TrimSpace(rest)
+		}
+		out = append(out, sinkProblem{field: field, message: rest})
+	}
+	return out
+}
+
+// unjoin splits an errors.Join error, and the joined errors in it, into
+// their parts; nil gives none.
 func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
 	var joined interface{ Unwrap() []error }
 	if errors.As(err, &joined) {
-		return joined.Unwrap()
+		var out []error
+		for _, e := range joined.Unwrap() {
+			out = append(out, unjoin(e)...)
+		}
+		return out
 	}
 	return []error{err}
 }

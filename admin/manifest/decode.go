@@ -57,6 +57,54 @@ func (s Source) Problem(field, format string, args ...any) Problem {
 type decoder struct {
 	src      *Source
 	problems *Problems
+	budget   *budget
+}
+
+// budget counts the nodes a file may still decode, aliases expanded; once
+// spent, decoding the file stops with one problem.
+type budget struct {
+	left     int
+	exceeded bool
+}
+
+// spend takes n nodes from the budget and reports whether it held them.
+func (b *budget) spend(n int) bool {
+	if b.exceeded {
+		return false
+	}
+	b.left -= n
+	if b.left < 0 {
+		b.exceeded = true
+	}
+	return !b.exceeded
+}
+
+// expandedSize counts node's nodes with every alias expanded, stopping as
+// soon as the count passes limit.
+func expandedSize(node *yaml.Node, limit int) int {
+	n := 0
+	var walk func(*yaml.Node, int)
+	walk = func(node *yaml.Node, depth int) {
+		if n > limit || depth > limit {
+			n = limit + 1
+			return
+		}
+		n++
+		if node.Kind == yaml.AliasNode && node.Alias != nil {
+			walk(node.Alias, depth+1)
+			return
+		}
+		for _, child := range node.Content {
+			walk(child, depth+1)
+		}
+	}
+	walk(node, 0)
+	return n
+}
+
+// overBudget records the problem of a file that expands past MaxFileNodes.
+func (d *decoder) overBudget(line int, path string) {
+	d.problem(line, path, "the document expands to more than %d YAML nodes (aliases repeating aliases?): refused", MaxFileNodes)
 }
 
 func (d *decoder) problem(line int, field, format string, args ...any) {
@@ -67,6 +115,13 @@ func (d *decoder) problem(line int, field, format string, args ...any) {
 func (d *decoder) decode(node *yaml.Node, v reflect.Value, path string) {
 	if d.src.lines == nil {
 		d.src.lines = map[string]int{}
+	}
+	if d.budget.exceeded {
+		return
+	}
+	if !d.budget.spend(1) {
+		d.overBudget(node.Line, path)
+		return
 	}
 	if _, seen := d.src.lines[path]; !seen {
 		d.src.lines[path] = node.Line
@@ -97,6 +152,12 @@ func (d *decoder) decode(node *yaml.Node, v reflect.Value, path string) {
 	case reflect.Map:
 		d.decodeMap(node, v, path)
 	case reflect.Interface:
+		// yaml.v3 expands the aliases of node.Decode itself, far past this
+		// file's budget: count them first.
+		if size := expandedSize(node, d.budget.left); !d.budget.spend(size) {
+			d.overBudget(node.Line, path)
+			return
+		}
 		var any any
 		if err := node.Decode(&any); err != nil {
 			d.problem(node.Line, path, "%s", err.Error())

@@ -89,6 +89,9 @@ func ForkPath(path []*Stage, version int) []*Stage {
 			f.Config.Name += suffix
 			f.Config.SubName = st.SubName + suffix
 			f.Config.Inputs = slices.Clone(c.Inputs)
+			// The worker reads these maps' topics too: they follow inputs.
+			f.Config.CustomSchemaInputs = retargetKeys(f.Config.CustomSchemaInputs, input)
+			f.Config.CustomSerdeInputs = retargetKeys(f.Config.CustomSerdeInputs, input)
 			f.Config.Output = input(st.Output)
 			f.Config.UserConfig = forkUserConfig(f.Config.UserConfig, suffix)
 			c.Function = &f

@@ -23,6 +23,65 @@ const DefaultDir = "manifests"
 // ErrNoManifests is returned when a directory holds no manifest at all.
 var ErrNoManifests = errors.New("no manifests found")
 
+// Limits on what one manifest file may cost to read: manifests come from
+// anyone who can open a pull request, and lint runs in CI.
+const (
+	// MaxFileBytes bounds a manifest file's size.
+	MaxFileBytes = 1 << 20
+	// MaxFileNodes bounds the YAML nodes decoded from one file, counting
+	// every node an alias repeats: a few kilobytes of nested aliases
+	// ("billion laughs") otherwise expand to gigabytes.
+	MaxFileNodes = 100_000
+)
+
+// readManifest reads a manifest file: a regular file (not a symlink, FIFO
+// or device, which could block or never end) of at most MaxFileBytes.
+func readManifest(file string) ([]byte, error) {
+	info, err := os.Lstat(file)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s): a manifest must be a plain file", fileKind(info.Mode()))
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// The file may have been swapped since Lstat: check what was opened.
+	if info, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s): a manifest must be a plain file", fileKind(info.Mode()))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("larger than %d bytes: refused", MaxFileBytes)
+	}
+	return data, nil
+}
+
+func fileKind(mode fs.FileMode) string {
+	switch {
+	case mode&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case mode&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case mode&fs.ModeDevice != 0:
+		return "a device"
+	case mode&fs.ModeSocket != 0:
+		return "a socket"
+	case mode.IsDir():
+		return "a directory"
+	}
+	return "mode " + mode.String()
+}
+
 // Load reads every *.yaml and *.yml file under dir, applies defaults and
 // checks the whole set (fields, references, the DAG). Problems come back
 // together as a Problems error (errors.Is(err, ErrInvalid)); the Set is
@@ -75,10 +134,12 @@ type loader struct {
 	plain map[string]*yaml.Node
 	// used records the plain files a pipeline names.
 	used map[string]bool
+	// budgets holds what each file may still decode (MaxFileNodes).
+	budgets map[string]*budget
 }
 
 func (l *loader) readFile(file string) {
-	data, err := os.ReadFile(file)
+	data, err := readManifest(file)
 	if err != nil {
 		l.problems = append(l.problems, Problem{File: file, Line: 1, Message: fmt.Sprintf("reading: %v", err)})
 		return
@@ -129,7 +190,15 @@ func (l *loader) readFile(file string) {
 }
 
 func (l *loader) decode(node *yaml.Node, into any, src *Source) {
-	d := &decoder{src: src, problems: &l.problems}
+	if l.budgets == nil {
+		l.budgets = map[string]*budget{}
+	}
+	b, ok := l.budgets[src.File]
+	if !ok {
+		b = &budget{left: MaxFileNodes}
+		l.budgets[src.File] = b
+	}
+	d := &decoder{src: src, problems: &l.problems, budget: b}
 	d.decode(node, reflect.ValueOf(into).Elem(), "")
 }
 

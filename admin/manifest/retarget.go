@@ -1,18 +1,26 @@
 package manifest
 
 import (
+	"errors"
+	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/foldline/foldline/internal/cqlname"
 )
 
 // Retarget moves the whole set to another tenant and keyspace, so that tests
 // and previews deploy the same manifests next to the real tenant without
-// touching it. Every topic of the old tenant is renamed into the new one.
-// An empty keyspace keeps the manifests' keyspace.
-func (s *Set) Retarget(tenant, keyspace string) {
+// touching it. Every topic of the old tenant is renamed into the new one,
+// in every field that names one. An empty keyspace keeps the manifests'
+// keyspace. It returns the problems of the moved set (a Problems error):
+// a keyspace that is not the new tenant's, or a topic left in another
+// tenant.
+func (s *Set) Retarget(tenant, keyspace string) error {
 	if s.Tenant == nil {
-		return
+		return nil
 	}
 	old := s.Tenant.Name
 	if tenant == "" {
@@ -40,6 +48,15 @@ func (s *Set) Retarget(tenant, keyspace string) {
 			c.Inputs[i] = topic(c.Inputs[i])
 		}
 		c.Output = topic(c.Output)
+		c.LogTopic = topic(c.LogTopic)
+		c.DeadLetterTopic = topic(c.DeadLetterTopic)
+		if c.TopicsPattern != nil {
+			pattern := topic(*c.TopicsPattern)
+			c.TopicsPattern = &pattern
+		}
+		c.CustomSchemaInputs = retargetKeys(c.CustomSchemaInputs, topic)
+		c.CustomSerdeInputs = retargetKeys(c.CustomSerdeInputs, topic)
+		c.InputSpecs = retargetKeys(c.InputSpecs, topic)
 		c.UserConfig = retargetUserConfig(c.UserConfig, topic)
 	}
 	for _, v := range s.Views {
@@ -47,6 +64,19 @@ func (s *Set) Retarget(tenant, keyspace string) {
 		v.Sink.Input = topic(v.Sink.Input)
 		v.Sink.UserConfig = retargetUserConfig(v.Sink.UserConfig, topic)
 	}
+	return s.check().Err()
+}
+
+// retargetKeys renames the topics that key a function config's map.
+func retargetKeys[V any](m map[string]V, topic func(string) string) map[string]V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		out[topic(k)] = v
+	}
+	return out
 }
 
 func retargetUserConfig(uc map[string]any, topic func(string) string) map[string]any {
@@ -66,8 +96,31 @@ func retargetTopic(name, old, new string) string {
 	return domain + "://" + new + strings.TrimPrefix(rest, old)
 }
 
-// KeyspaceFor turns a tenant name into a keyspace name (CQL names are lower
-// case letters, digits and '_').
+// ErrTenantName is what CheckTenantName's errors are (errors.Is).
+var ErrTenantName = errors.New("not a Foldline tenant name")
+
+// tenantPattern is the form of a tenant name: its keyspace is the name with
+// '-' as '_', a one-to-one mapping because '_' is not allowed here (a-b,
+// a.b, a_b and A-B would otherwise share one keyspace).
+var tenantPattern = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+
+// CheckTenantName returns an error (ErrTenantName) for a name that is not
+// lower-case letters, digits and '-', starting with a letter, at most
+// cqlname.MaxLength characters, or whose keyspace would be one of
+// Cassandra's own (system…).
+func CheckTenantName(tenant string) error {
+	switch {
+	case len(tenant) > cqlname.MaxLength || !tenantPattern.MatchString(tenant):
+		return fmt.Errorf("%q: want lower-case letters, digits and '-', starting with a letter, at most %d characters (the keyspace is the name with - as _): %w",
+			tenant, cqlname.MaxLength, ErrTenantName)
+	case strings.HasPrefix(tenant, "system"):
+		return fmt.Errorf("%q: its keyspace would be one of Cassandra's own (system…): %w", tenant, ErrTenantName)
+	}
+	return nil
+}
+
+// KeyspaceFor returns a tenant's keyspace: its name with '-' as '_'. For
+// names CheckTenantName accepts, two tenants never get one keyspace.
 func KeyspaceFor(tenant string) string {
-	return strings.ToLower(strings.NewReplacer("-", "_", ".", "_").Replace(tenant))
+	return strings.ReplaceAll(tenant, "-", "_")
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/internal/viewscan"
+	"github.com/foldline/foldline/internal/cqlname"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -159,7 +160,7 @@ func Drop(ctx context.Context, opts Options) (string, error) {
 	if err := registry.Unregister(ctx, t.cql, t.keyspace, view, opts.Drop); err != nil {
 		return "", err
 	}
-	if err := t.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %q.%q`, t.keyspace, opts.Drop)).WithContext(ctx).Exec(); err != nil {
+	if err := t.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %s`, cqlname.Table(t.keyspace, opts.Drop))).WithContext(ctx).Exec(); err != nil {
 		return "", fmt.Errorf("dropping table %s.%s: %w", t.keyspace, opts.Drop, err)
 	}
 	return view, nil
@@ -198,7 +199,7 @@ func (o Options) find(ctx context.Context, table string) (*registered, error) {
 
 func (o Options) keyspace() (string, error) {
 	if o.Target.Keyspace != "" {
-		return o.Target.Keyspace, nil
+		return o.Target.Keyspace, o.Target.CheckKeyspace()
 	}
 	set, err := o.Target.Load(o.Dir)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -84,6 +85,19 @@ func Start(handler any) {
 		fmt.Fprintln(os.Stderr, "pf:", err)
 		os.Exit(1)
 	}
+}
+
+// UserConfig returns the user config of the instance config in args (the
+// command line without the program name, os.Args[1:]), so that main can
+// check it before Start and exit with the error: an instance whose config
+// is wrong then stops where the worker shows it (not running, restarts)
+// instead of running and doing nothing.
+func UserConfig(args []string) (map[string]any, error) {
+	conf, err := parseArgs(args, io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	return conf.UserConfig, nil
 }
 
 // Run does what Start does but returns errors instead of exiting. args are

@@ -139,6 +139,12 @@ func TestParseConfig(t *testing.T) {
 		{name: "every problem at once", conf: with(map[string]any{"batch_size": 0, "linger": "soon", "consistency": "MOST",
 			"retry_backoff_min": "2s", "retry_backoff_max": "1s", "table": "", "rows_per_write": 0}),
 			wantErr: []string{"batch_size", `linger "soon"`, `consistency "MOST"`, "retry_backoff_max", `table ""`, "rows_per_write"}},
+		{name: "negative batch and a bad duration", conf: with(map[string]any{"batch_size": -5, "linger": "5x"}),
+			wantErr: []string{"batch_size -5: must be at least 1", `linger "5x": want a duration`}},
+		{name: "words for a number", conf: with(map[string]any{"concurrency": "lots"}),
+			wantErr: []string{"concurrency string: want a whole number"}},
+		{name: "hostile registry", conf: with(map[string]any{"registry": `foldline_views" WHERE true; DROP KEYSPACE shop; --`}),
+			wantErr: []string{`registry "foldline_views\" WHERE`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,6 +164,28 @@ func TestParseConfig(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.check(t, c)
+		})
+	}
+}
+
+// TestCQLQuotesHostileNames: whatever name reaches a statement stays one
+// quoted identifier (Validate refuses such names before; this is the
+// second line).
+func TestCQLQuotesHostileNames(t *testing.T) {
+	hostile := `x"; DROP KEYSPACE shop; --`
+	tests := []struct {
+		name, cql, want string
+	}{
+		{name: "registry watch", cql: RegistryWatch{Keyspace: "shop", Registry: hostile}.StateCQL(), want: `FROM "shop"."x""; DROP KEYSPACE shop; --" WHERE`},
+		{name: "keyspace", cql: ViewSchema{Keyspace: hostile}.KeyspaceCQL(DefaultReplication()), want: `EXISTS "x""; DROP KEYSPACE shop; --" WITH`},
+		{name: "table", cql: ViewSchema{Keyspace: "shop", Table: hostile, Key: []KeyColumn{{Name: hostile, Type: "text"}}}.TableCQL(),
+			want: `EXISTS "shop"."x""; DROP KEYSPACE shop; --" ("x""; DROP KEYSPACE shop; --" text`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(tt.cql, tt.want) {
+				t.Errorf("CQL = %s\nwant it to contain %s", tt.cql, tt.want)
+			}
 		})
 	}
 }

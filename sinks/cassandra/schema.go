@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/internal/cqlname"
 )
 
 // Bookkeeping columns that every view table carries next to its own. Their
@@ -93,17 +93,13 @@ type ValueColumn struct {
 	Merge envelope.Merge `json:"merge" yaml:"merge"`
 }
 
-// identifierPattern keeps names unambiguous in CQL: lower case, so quoting
-// them changes nothing and they read the same in cqlsh without quotes.
-var identifierPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
-
 // Validate returns every problem of the definition at once.
 func (s ViewSchema) Validate() error {
 	var errs []error
 	problem := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	checkName := func(field, name string) {
-		if !identifierPattern.MatchString(name) {
-			problem("%s %q: want lower-case letters, digits and _, starting with a letter, at most 48 characters", field, name)
+		if err := cqlname.Check(field, name); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	checkName("keyspace", s.Keyspace)
@@ -208,9 +204,11 @@ func (s ViewSchema) TableCQL() string {
 		s.qualifiedTable(), strings.Join(cols, ", "), strings.Join(keys, ", "))
 }
 
-func (s ViewSchema) qualifiedTable() string { return quote(s.Keyspace) + "." + quote(s.Table) }
+func (s ViewSchema) qualifiedTable() string { return cqlname.Table(s.Keyspace, s.Table) }
 
-func quote(name string) string { return `"` + name + `"` }
+// quote is every CQL name the sink puts into a statement, quoted with
+// cqlname (double quotes doubled).
+func quote(name string) string { return cqlname.Quote(name) }
 
 // canonicalType is the type name system_schema reports for a CQL type.
 func canonicalType(name string) string {

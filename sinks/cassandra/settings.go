@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/internal/cqlname"
 )
 
 // Settings tune how the sink talks to Cassandra. The zero value of a field
@@ -177,6 +179,11 @@ func (s Settings) Validate() error {
 	if s.BuildingLinger < 0 {
 		problem("building_linger %s: must not be negative", s.BuildingLinger)
 	}
+	if s.Registry != "" {
+		if err := cqlname.Check("registry", s.Registry); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -260,14 +267,53 @@ func (h *hostList) UnmarshalJSON(b []byte) error {
 // ParseConfig reads the sink's user config (as the runtime hands it over),
 // applies defaults and returns every problem at once.
 func ParseConfig(userConf map[string]any) (Config, error) {
+	u, err := decodeUserConfig(userConf)
+	if err != nil {
+		return Config{}, fmt.Errorf("reading sink config: %w", err)
+	}
+	s, errs := u.settings()
+	if err := u.ViewSchema.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("reading sink config: %w", err)
+	}
+	return Config{View: u.ViewSchema, Settings: s}, nil
+}
+
+// ParseSettings reads only the settings of a sink's user config, as
+// ParseConfig does: lint checks a view's sink.userConfig with it before
+// deploy adds the table definition. Each problem (errors.Join) starts with
+// its user-config key.
+func ParseSettings(userConf map[string]any) (Settings, error) {
+	u, err := decodeUserConfig(userConf)
+	if err != nil {
+		return Settings{}, err
+	}
+	s, errs := u.settings()
+	return s, errors.Join(errs...)
+}
+
+func decodeUserConfig(userConf map[string]any) (userConfig, error) {
 	raw, err := json.Marshal(userConf)
 	if err != nil {
-		return Config{}, fmt.Errorf("encoding user config: %w", err)
+		return userConfig{}, fmt.Errorf("encoding user config: %w", err)
 	}
 	var u userConfig
 	if err := json.Unmarshal(raw, &u); err != nil {
-		return Config{}, fmt.Errorf("decoding user config: %w", err)
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			// Named by its key, as every other problem is.
+			return userConfig{}, fmt.Errorf("%s %s: want a %s", typeErr.Field, typeErr.Value, jsonTypeName(typeErr.Type.String()))
+		}
+		return userConfig{}, fmt.Errorf("decoding user config: %w", err)
 	}
+	return u, nil
+}
+
+// settings turns the decoded user config into Settings with defaults, and
+// returns every problem.
+func (u userConfig) settings() (Settings, []error) {
 	var errs []error
 	duration := func(field, text string) time.Duration {
 		if text == "" {
@@ -312,13 +358,18 @@ func ParseConfig(userConf map[string]any) (Config, error) {
 	if err := s.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := u.ViewSchema.Validate(); err != nil {
-		errs = append(errs, err)
+	return s, errs
+}
+
+// jsonTypeName says in words what a user-config key of Go type goType takes.
+func jsonTypeName(goType string) string {
+	switch goType {
+	case "int", "*int":
+		return "whole number"
+	case "string":
+		return "string"
 	}
-	if err := errors.Join(errs...); err != nil {
-		return Config{}, fmt.Errorf("reading sink config: %w", err)
-	}
-	return Config{View: u.ViewSchema, Settings: s}, nil
+	return goType
 }
 
 // NewSession connects to Cassandra with token-aware routing, so that each

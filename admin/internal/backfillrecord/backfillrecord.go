@@ -18,6 +18,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/cqlname"
 )
 
 // Table is where backfills are recorded, in each tenant keyspace.
@@ -104,12 +105,12 @@ type Record struct {
 }
 
 func createCQL(keyspace string) string {
-	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %q.%q (
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
   view_name text,
   table_name text,
   state text,
   record text,
-  PRIMARY KEY ((view_name), table_name))`, keyspace, Table)
+  PRIMARY KEY ((view_name), table_name))`, cqlname.Table(keyspace, Table))
 }
 
 // Store reads and writes the records of one keyspace. A record is kept as
@@ -133,7 +134,7 @@ func (s Store) Put(ctx context.Context, r *Record) error {
 	if err != nil {
 		return fmt.Errorf("encoding backfill of %s: %w", r.View, err)
 	}
-	q := fmt.Sprintf(`UPDATE %q.%q SET state = ?, record = ? WHERE view_name = ? AND table_name = ?`, s.Keyspace, Table)
+	q := fmt.Sprintf(`UPDATE %s SET state = ?, record = ? WHERE view_name = ? AND table_name = ?`, cqlname.Table(s.Keyspace, Table))
 	if err := s.CQL.Query(q, r.State, string(data), r.View, r.Table).WithContext(ctx).Exec(); err != nil {
 		return fmt.Errorf("recording backfill of %s into %s: %w", r.View, r.Table, err)
 	}
@@ -179,7 +180,7 @@ func (s Store) Claim(ctx context.Context, r *Record) (running *Record, err error
 // (a table version reused after an abort), as one compare-and-set; it
 // returns the running record that holds the row instead.
 func (s Store) claimRow(ctx context.Context, r *Record, data string) (*Record, error) {
-	insert := fmt.Sprintf(`INSERT INTO %q.%q (view_name, table_name, state, record) VALUES (?, ?, ?, ?) IF NOT EXISTS`, s.Keyspace, Table)
+	insert := fmt.Sprintf(`INSERT INTO %s (view_name, table_name, state, record) VALUES (?, ?, ?, ?) IF NOT EXISTS`, cqlname.Table(s.Keyspace, Table))
 	existing := map[string]any{}
 	applied, err := s.CQL.Query(insert, r.View, r.Table, r.State, data).WithContext(ctx).MapScanCAS(existing)
 	if err != nil {
@@ -191,7 +192,7 @@ func (s Store) claimRow(ctx context.Context, r *Record, data string) (*Record, e
 	state, _ := existing["state"].(string)
 	prior, _ := existing["record"].(string)
 	if state != StateRunning {
-		update := fmt.Sprintf(`UPDATE %q.%q SET state = ?, record = ? WHERE view_name = ? AND table_name = ? IF state = ?`, s.Keyspace, Table)
+		update := fmt.Sprintf(`UPDATE %s SET state = ?, record = ? WHERE view_name = ? AND table_name = ? IF state = ?`, cqlname.Table(s.Keyspace, Table))
 		current := map[string]any{}
 		applied, err := s.CQL.Query(update, r.State, data, r.View, r.Table, state).WithContext(ctx).MapScanCAS(current)
 		if err != nil {
@@ -224,7 +225,7 @@ func TableVersion(table string) (n int, ok bool) {
 // List returns the records of view, or of every view for "". A keyspace
 // without the table has none.
 func (s Store) List(ctx context.Context, view string) ([]*Record, error) {
-	q := fmt.Sprintf(`SELECT record FROM %q.%q`, s.Keyspace, Table)
+	q := fmt.Sprintf(`SELECT record FROM %s`, cqlname.Table(s.Keyspace, Table))
 	var args []any
 	if view != "" {
 		q += ` WHERE view_name = ?`

@@ -8,6 +8,7 @@ package gobuild
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,11 +18,104 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 )
 
 // ErrBuild is what a *BuildError is (errors.Is).
 var ErrBuild = errors.New("go build failed")
+
+// ErrNotAPackage is returned for a package argument that is not a package
+// of the module: a flag (-toolexec=… would run any program), an absolute
+// path, a path that leaves the module, a pattern, or another module's
+// package. Nothing is run for it.
+var ErrNotAPackage = errors.New("not a package of the module")
+
+// packageForm is what an import path or a relative package path may hold:
+// no spaces, quotes, '=', '@' or ':'.
+var packageForm = regexp.MustCompile(`^[A-Za-z0-9_.~+/-]+$`)
+
+// CheckPackage checks the form of a package argument without looking at
+// the module: an import path (github.com/foldline/foldline/functions/x/cmd)
+// or a relative path (./cmd). Build also checks that it lies in the module.
+func CheckPackage(pkg string) error {
+	bad := func(why string) error { return fmt.Errorf("%q: %s: %w", pkg, why, ErrNotAPackage) }
+	switch {
+	case pkg == "":
+		return bad("empty")
+	case strings.HasPrefix(pkg, "-"):
+		return bad("a flag of go build, not a package")
+	case !packageForm.MatchString(pkg):
+		return bad("want an import path or a ./relative path (letters, digits and . _ ~ + / -)")
+	case strings.HasPrefix(pkg, "/"):
+		return bad("an absolute path: want an import path of the module or a ./relative path")
+	case strings.Contains(pkg, "..."):
+		return bad("a pattern: name one package")
+	}
+	if !isRelative(pkg) && slices.Contains(strings.Split(pkg, "/"), "..") {
+		return bad("an import path does not hold ..")
+	}
+	return nil
+}
+
+func isRelative(pkg string) bool {
+	return pkg == "." || pkg == ".." || strings.HasPrefix(pkg, "./") || strings.HasPrefix(pkg, "../")
+}
+
+// checkInModule refuses a package outside the module that holds dir: an
+// import path without the module's path as prefix, or a relative path that
+// leads out of the module's directory.
+func checkInModule(dir, pkg string) error {
+	root, modPath, err := module(dir)
+	if err != nil {
+		return err
+	}
+	if isRelative(pkg) {
+		abs, err := filepath.Abs(filepath.Join(dir, pkg))
+		if err != nil {
+			return fmt.Errorf("resolving %s: %w", pkg, err)
+		}
+		if rel, err := filepath.Rel(root, abs); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("%q: leads out of the module %s (%s): %w", pkg, modPath, root, ErrNotAPackage)
+		}
+		return nil
+	}
+	if pkg != modPath && !strings.HasPrefix(pkg, modPath+"/") {
+		return fmt.Errorf("%q: not in the module %s: %w", pkg, modPath, ErrNotAPackage)
+	}
+	return nil
+}
+
+// module returns the directory and path of the module that holds dir.
+func module(dir string) (root, path string, err error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", "", fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		data, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil {
+			if path := modfileModule(data); path != "" {
+				return d, path, nil
+			}
+			return "", "", fmt.Errorf("reading %s: no module line", filepath.Join(d, "go.mod"))
+		}
+		if filepath.Dir(d) == d {
+			return "", "", fmt.Errorf("finding the module of %s: no go.mod in it or above it", abs)
+		}
+	}
+}
+
+// modfileModule returns the path of go.mod's module line.
+func modfileModule(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module"); ok && (rest == "" || rest[0] == ' ' || rest[0] == '\t') {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
+}
 
 // BuildError carries the compiler's output for a package that did not build.
 type BuildError struct {
@@ -93,6 +187,12 @@ func (b *Builder) Build(ctx context.Context, pkg string) (Binary, error) {
 	if bin, ok := b.built[pkg]; ok {
 		return bin, nil
 	}
+	if err := CheckPackage(pkg); err != nil {
+		return Binary{}, err
+	}
+	if err := checkInModule(cmp.Or(b.Dir, "."), pkg); err != nil {
+		return Binary{}, err
+	}
 	dir := b.CacheDir
 	if dir == "" {
 		dir = DefaultCacheDir()
@@ -109,7 +209,8 @@ func (b *Builder) Build(ctx context.Context, pkg string) (Binary, error) {
 	// when CI builds from a fresh clone. -w drops the DWARF tables (a
 	// quarter of the size, uploaded to the worker on every create) and
 	// keeps the symbols that panics, pprof and perf need.
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-w", "-o", out, pkg)
+	// "--" ends the flags: whatever pkg is, go build takes it as a package.
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-w", "-o", out, "--", pkg)
 	cmd.Dir = b.Dir
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/internal/cqlname"
 )
 
 // Table is the registry's table name in every tenant keyspace.
@@ -51,14 +53,14 @@ type Entry struct {
 
 // CreateCQL is the statement that creates the registry in keyspace.
 func CreateCQL(keyspace string) string {
-	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %q.%q (
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
   view_name text,
   table_name text,
   active_table text STATIC,
   state text,
   definition text,
   created_at timestamp,
-  PRIMARY KEY ((view_name), table_name))`, keyspace, Table)
+  PRIMARY KEY ((view_name), table_name))`, cqlname.Table(keyspace, Table))
 }
 
 // Ensure creates the registry table when absent.
@@ -101,10 +103,10 @@ func Register(ctx context.Context, s *gocql.Session, keyspace, view, table, defi
 	if entry.ActiveTable == "" {
 		state = StateActive
 	}
-	q := fmt.Sprintf(`UPDATE %q.%q SET state = ?, definition = ?, created_at = ? WHERE view_name = ? AND table_name = ?`, keyspace, Table)
+	q := fmt.Sprintf(`UPDATE %s SET state = ?, definition = ?, created_at = ? WHERE view_name = ? AND table_name = ?`, cqlname.Table(keyspace, Table))
 	args := []any{state, definition, time.Now(), view, table}
 	if state == StateActive {
-		q = fmt.Sprintf(`UPDATE %q.%q SET active_table = ?, state = ?, definition = ?, created_at = ? WHERE view_name = ? AND table_name = ?`, keyspace, Table)
+		q = fmt.Sprintf(`UPDATE %s SET active_table = ?, state = ?, definition = ?, created_at = ? WHERE view_name = ? AND table_name = ?`, cqlname.Table(keyspace, Table))
 		args = append([]any{table}, args...)
 	}
 	if err := s.Query(q, args...).WithContext(ctx).Exec(); err != nil {
@@ -129,7 +131,7 @@ func List(ctx context.Context, s *gocql.Session, keyspace string) ([]Entry, erro
 }
 
 func list(ctx context.Context, s *gocql.Session, keyspace, view string) ([]Entry, error) {
-	q := fmt.Sprintf(`SELECT view_name, table_name, active_table, state, definition, created_at FROM %q.%q`, keyspace, Table)
+	q := fmt.Sprintf(`SELECT view_name, table_name, active_table, state, definition, created_at FROM %s`, cqlname.Table(keyspace, Table))
 	var args []any
 	if view != "" {
 		q += ` WHERE view_name = ?`
@@ -156,7 +158,7 @@ func list(ctx context.Context, s *gocql.Session, keyspace, view string) ([]Entry
 
 // Remove forgets view entirely (its tables are the caller's to drop).
 func Remove(ctx context.Context, s *gocql.Session, keyspace, view string) error {
-	q := fmt.Sprintf(`DELETE FROM %q.%q WHERE view_name = ?`, keyspace, Table)
+	q := fmt.Sprintf(`DELETE FROM %s WHERE view_name = ?`, cqlname.Table(keyspace, Table))
 	if err := s.Query(q, view).WithContext(ctx).Exec(); err != nil {
 		return fmt.Errorf("removing view %s from the registry: %w", view, err)
 	}
@@ -177,7 +179,7 @@ func RegisterBuilding(ctx context.Context, s *gocql.Session, keyspace, view, tab
 			return nil
 		}
 	}
-	q := fmt.Sprintf(`UPDATE %q.%q SET state = ?, definition = ?, created_at = ? WHERE view_name = ? AND table_name = ?`, keyspace, Table)
+	q := fmt.Sprintf(`UPDATE %s SET state = ?, definition = ?, created_at = ? WHERE view_name = ? AND table_name = ?`, cqlname.Table(keyspace, Table))
 	if err := s.Query(q, StateBuilding, definition, time.Now(), view, table).WithContext(ctx).Exec(); err != nil {
 		return fmt.Errorf("registering table %s of view %s as building: %w", table, view, err)
 	}
@@ -188,7 +190,7 @@ func RegisterBuilding(ctx context.Context, s *gocql.Session, keyspace, view, tab
 // as of a point of the ledger, as a snapshot. The active table is not
 // touched.
 func MarkSnapshot(ctx context.Context, s *gocql.Session, keyspace, view, table string) error {
-	q := fmt.Sprintf(`UPDATE %q.%q SET state = ? WHERE view_name = ? AND table_name = ? IF EXISTS`, keyspace, Table)
+	q := fmt.Sprintf(`UPDATE %s SET state = ? WHERE view_name = ? AND table_name = ? IF EXISTS`, cqlname.Table(keyspace, Table))
 	applied, err := s.Query(q, StateSnapshot, view, table).WithContext(ctx).ScanCAS()
 	if err != nil {
 		return fmt.Errorf("registering table %s of view %s as a snapshot: %w", table, view, err)
@@ -222,10 +224,10 @@ func Activate(ctx context.Context, s *gocql.Session, keyspace, view, table strin
 		return table, nil
 	}
 	b := s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
-	b.Query(fmt.Sprintf(`UPDATE %q.%q SET active_table = ?, state = ? WHERE view_name = ? AND table_name = ?`, keyspace, Table),
+	b.Query(fmt.Sprintf(`UPDATE %s SET active_table = ?, state = ? WHERE view_name = ? AND table_name = ?`, cqlname.Table(keyspace, Table)),
 		table, StateActive, view, table)
 	if entry.ActiveTable != "" {
-		b.Query(fmt.Sprintf(`UPDATE %q.%q SET state = ? WHERE view_name = ? AND table_name = ?`, keyspace, Table),
+		b.Query(fmt.Sprintf(`UPDATE %s SET state = ? WHERE view_name = ? AND table_name = ?`, cqlname.Table(keyspace, Table)),
 			StateRetired, view, entry.ActiveTable)
 	}
 	if err := s.ExecuteBatch(b); err != nil {
@@ -264,7 +266,7 @@ func Unregister(ctx context.Context, s *gocql.Session, keyspace, view, table str
 	if entry.ActiveTable == table {
 		return fmt.Errorf("removing table %s of view %s from the registry: %w", table, view, ErrActiveTable)
 	}
-	q := fmt.Sprintf(`DELETE FROM %q.%q WHERE view_name = ? AND table_name = ?`, keyspace, Table)
+	q := fmt.Sprintf(`DELETE FROM %s WHERE view_name = ? AND table_name = ?`, cqlname.Table(keyspace, Table))
 	if err := s.Query(q, view, table).WithContext(ctx).Exec(); err != nil {
 		return fmt.Errorf("removing table %s of view %s from the registry: %w", table, view, err)
 	}

@@ -6,6 +6,7 @@
 package target
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/cqlname"
 	"github.com/foldline/foldline/internal/services"
 )
 
@@ -45,8 +47,8 @@ func (c *Command) Bind(cmd *cobra.Command, args []string) (asJSON bool, err erro
 type Flags struct {
 	// Tenant replaces the manifests' tenant (and renames its topics).
 	Tenant string
-	// Keyspace replaces the manifests' keyspace. Default: the manifests'
-	// keyspace, or, with --tenant, a keyspace named after the tenant.
+	// Keyspace names the keyspace. With manifests it may only repeat the
+	// tenant's (manifest.KeyspaceFor); without (views) it picks one.
 	Keyspace string
 	// Output is text or json.
 	Output string
@@ -55,7 +57,7 @@ type Flags struct {
 // Register adds the flags to fs.
 func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Tenant, "tenant", "", "deploy under this tenant instead of the manifests' (topics follow)")
-	fs.StringVar(&f.Keyspace, "keyspace", "", "use this Cassandra keyspace (default: the manifests', or the tenant's name with --tenant)")
+	fs.StringVar(&f.Keyspace, "keyspace", "", "the tenant's Cassandra keyspace: its name with - as _ (views: any keyspace, without manifests)")
 	fs.StringVarP(&f.Output, "output", "o", "text", "output format: text or json")
 }
 
@@ -84,12 +86,28 @@ func (f *Flags) Load(dir string) (*manifest.Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading manifests (run foldline lint %s for details):\n%w", dir, err)
 	}
-	keyspace := f.Keyspace
-	if keyspace == "" && f.Tenant != "" {
-		keyspace = manifest.KeyspaceFor(f.Tenant)
+	tenant := cmp.Or(f.Tenant, set.Tenant.Name)
+	if f.Tenant != "" {
+		if err := manifest.CheckTenantName(f.Tenant); err != nil {
+			return nil, fmt.Errorf("--tenant %w: %w", err, exitcode.ErrUsage)
+		}
 	}
-	set.Retarget(f.Tenant, keyspace)
+	keyspace := manifest.KeyspaceFor(tenant)
+	if f.Keyspace != "" && f.Keyspace != keyspace {
+		return nil, fmt.Errorf("--keyspace %q: tenant %s's keyspace is %s (a keyspace is never shared between tenants): %w", f.Keyspace, tenant, keyspace, exitcode.ErrUsage)
+	}
+	if err := set.Retarget(f.Tenant, keyspace); err != nil {
+		return nil, fmt.Errorf("moving the manifests to tenant %s:\n%w", tenant, err)
+	}
 	return set, nil
+}
+
+// CheckKeyspace checks a --keyspace given without manifests (views).
+func (f *Flags) CheckKeyspace() error {
+	if err := cqlname.Check("--keyspace", f.Keyspace); err != nil {
+		return fmt.Errorf("%w: %w", err, exitcode.ErrUsage)
+	}
+	return nil
 }
 
 // Services returns the service addresses (FOLDLINE_* environment variables

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gocql/gocql"
 
+	"github.com/foldline/foldline/internal/cqlname"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -28,15 +29,15 @@ type Summary struct {
 
 // Scan reads every row of the schema's table.
 func Scan(ctx context.Context, session *gocql.Session, schema cassandra.ViewSchema) (Summary, error) {
-	cols := []string{quote(cassandra.ColumnDeleted), quote(cassandra.ColumnLatestAt)}
+	cols := []string{cqlname.Quote(cassandra.ColumnDeleted), cqlname.Quote(cassandra.ColumnLatestAt)}
 	var timeCols int
 	for _, c := range schema.Columns {
 		if strings.EqualFold(c.Type, "timestamp") {
-			cols = append(cols, quote(c.Name))
+			cols = append(cols, cqlname.Quote(c.Name))
 			timeCols++
 		}
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s.%s", strings.Join(cols, ", "), quote(schema.Keyspace), quote(schema.Table))
+	q := fmt.Sprintf("SELECT %s FROM %s", strings.Join(cols, ", "), cqlname.Table(schema.Keyspace, schema.Table))
 	iter := session.Query(q).WithContext(ctx).PageSize(5000).Iter()
 	var sum Summary
 	var deleted bool
@@ -69,5 +70,3 @@ func Scan(ctx context.Context, session *gocql.Session, schema cassandra.ViewSche
 	}
 	return sum, nil
 }
-
-func quote(name string) string { return `"` + name + `"` }

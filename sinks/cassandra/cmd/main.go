@@ -4,8 +4,32 @@
 // sink's settings in its user config.
 package main
 
-import "github.com/foldline/foldline/functions/pf"
+import (
+	"fmt"
+	"os"
+
+	"github.com/foldline/foldline/functions/pf"
+	"github.com/foldline/foldline/sinks/cassandra"
+)
 
 func main() {
-	pf.Start(NewSink().Handle)
+	cfg, err := readConfig(os.Args[1:])
+	if err != nil {
+		// The instance exits: the worker shows it as not running and
+		// restarts it, and its log says why. Running on would take input
+		// and never apply it.
+		fmt.Fprintln(os.Stderr, "cassandra sink:", err)
+		os.Exit(1)
+	}
+	pf.Start(NewSink(cfg).Handle)
+}
+
+// readConfig reads and checks the sink's config from the instance config
+// on the command line (args without the program name).
+func readConfig(args []string) (cassandra.Config, error) {
+	userConf, err := pf.UserConfig(args)
+	if err != nil {
+		return cassandra.Config{}, err
+	}
+	return cassandra.ParseConfig(userConf)
 }

@@ -13,18 +13,20 @@ import (
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
-// Sink is the Pulsar Function handler of the Cassandra sink. It reads its
-// config from the function's user config on the first message, since the
-// runtime only hands that over through the function context.
+// Sink is the Pulsar Function handler of the Cassandra sink. main reads
+// and checks its config before the runtime starts (a bad one exits the
+// instance); the sink connects on the first message.
 type Sink struct {
+	cfg       cassandra.Config
 	startOnce sync.Once
 	ready     chan struct{}
 	batcher   *cassandra.Batcher
 }
 
-// NewSink returns a sink that sets itself up on the first message.
-func NewSink() *Sink {
-	return &Sink{ready: make(chan struct{})}
+// NewSink returns a sink of cfg (see readConfig) that connects on the
+// first message.
+func NewSink(cfg cassandra.Config) *Sink {
+	return &Sink{cfg: cfg, ready: make(chan struct{})}
 }
 
 // Handle queues one view operation for the next batch and returns at once,
@@ -39,7 +41,7 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 		return errors.New("handling a view operation: no function context; run the sink under pf.Start")
 	}
 	s.startOnce.Do(func() {
-		go s.setUp(fc.GetUserConfMap())
+		go s.setUp()
 	})
 	op, err := envelope.DecodeViewOp(payload)
 	if err != nil {
@@ -71,17 +73,9 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 // retries forever: Cassandra may come up later, and a schema mismatch is
 // fixed by an operator. Until it succeeds every handler call waits, so no
 // message is acknowledged or dead-lettered for the sink's own trouble.
-func (s *Sink) setUp(userConf map[string]any) {
+func (s *Sink) setUp() {
 	ctx := context.Background()
-	cfg, err := cassandra.ParseConfig(userConf)
-	if err != nil {
-		// The user config cannot change without a redeploy, which restarts
-		// the instance: say what is wrong and stay stalled.
-		for {
-			slog.Error("the sink's user config is invalid; fix it and update the function", "error", err)
-			time.Sleep(time.Minute)
-		}
-	}
+	cfg := s.cfg
 	wait := cfg.Settings.RetryBackoffMin
 	for {
 		applier, session, err := cassandra.Open(ctx, cfg)

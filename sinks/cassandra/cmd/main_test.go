@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// instanceArgs is the command line the functions worker gives an instance
+// of the sink with userConfig.
+func instanceArgs(t *testing.T, userConfig map[string]any) []string {
+	t.Helper()
+	uc, err := json.Marshal(userConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	details, err := json.Marshal(map[string]any{
+		"tenant": "shop", "namespace": "pipeline", "name": "user_activity_v1-sink",
+		"source":     map[string]any{"inputSpecs": map[string]any{"persistent://shop/pipeline/user-activity-ops": map[string]any{}}},
+		"userConfig": string(uc),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := json.Marshal(map[string]any{"pulsarServiceURL": "pulsar://127.0.0.1:6650", "port": 1, "metricsPort": 2, "functionDetails": string(details)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"-instance-conf", string(conf)}
+}
+
+// TestReadConfigRefusesBadSettings: the sink's startup path returns the
+// error (main exits with it) instead of starting a sink that takes input
+// and never applies it.
+func TestReadConfigRefusesBadSettings(t *testing.T) {
+	view := func(extra map[string]any) map[string]any {
+		uc := map[string]any{
+			"keyspace": "shop", "table": "user_activity_v1", "view": "user_activity",
+			"key":     []any{map[string]any{"name": "user", "type": "text"}},
+			"columns": []any{map[string]any{"name": "page_views", "type": "bigint", "merge": "add"}},
+		}
+		for k, v := range extra {
+			uc[k] = v
+		}
+		return uc
+	}
+	cases := []struct {
+		name    string
+		conf    map[string]any
+		wantErr []string
+	}{
+		{name: "good settings", conf: view(map[string]any{"batch_size": 1000, "linger": "5ms"})},
+		{name: "negative batch size and bad duration", conf: view(map[string]any{"batch_size": -5, "linger": "5x"}),
+			wantErr: []string{"batch_size -5", `linger "5x"`}},
+		{name: "words for a number", conf: view(map[string]any{"concurrency": "lots"}), wantErr: []string{"concurrency"}},
+		{name: "no table definition", conf: map[string]any{"batch_size": 10}, wantErr: []string{"keyspace", "table"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := readConfig(instanceArgs(t, tc.conf))
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("readConfig: %v", err)
+				}
+				if cfg.View.Table != "user_activity_v1" || cfg.Settings.BatchSize != 1000 {
+					t.Errorf("config = %+v", cfg)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("readConfig = nil error, want one naming %q", tc.wantErr)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("readConfig error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}
