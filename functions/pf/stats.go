@@ -112,7 +112,10 @@ func (s *stats) recordInvocation(start, end time.Duration) {
 	s.lastInvocationMs.Store(s.started.Add(start).UnixMilli())
 }
 
+// recordUserMetric records a metric under name made valid UTF-8 and cut to
+// maxLabelBytes: the name becomes a Prometheus label and a protobuf map key.
 func (s *stats) recordUserMetric(name string, value float64) {
+	name = textcap.Truncate(name, maxLabelBytes)
 	s.mu.Lock()
 	s.userMetrics[name] = value
 	s.mu.Unlock()
@@ -164,8 +167,9 @@ func (c *collector) Describe(chan<- *prometheus.Desc) {}
 // a user metric's name).
 const maxLabelBytes = 512
 
-// Collect sends the metrics. Label values taken from data are made valid
-// UTF-8 and cut to maxLabelBytes, since the Prometheus client refuses
+// Collect sends the metrics. Exception texts are made valid UTF-8 and cut
+// to maxLabelBytes for their label (as user metric names are when
+// recorded), since the Prometheus client refuses
 // (with a panic, in the scrape's goroutine, which would end the process)
 // a label that is not valid UTF-8; a panic here is logged, not fatal.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -212,12 +216,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(ms), text)
 		}
 	}
-	// Names that are alike once sanitized show the last of them in name order.
-	recorded := c.s.userMetricsCopy()
-	userMetrics := make(map[string]float64, len(recorded))
-	for _, n := range slices.Sorted(maps.Keys(recorded)) {
-		userMetrics[textcap.Truncate(n, maxLabelBytes)] = recorded[n]
-	}
+	userMetrics := c.s.userMetricsCopy()
 	desc := metricDesc("user_metric", "Last value recorded by the handler with RecordMetric.", c.labels, "metric")
 	for _, n := range slices.Sorted(maps.Keys(userMetrics)) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, userMetrics[n], n)
