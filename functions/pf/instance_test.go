@@ -303,12 +303,12 @@ func TestProcessMalformedOriginIsDeadLettered(t *testing.T) {
 
 func TestProcessAcknowledgement(t *testing.T) {
 	tests := []struct {
-		name       string
-		guarantee  guarantee
-		autoAck    bool
-		failSend   bool
-		wantAcked  int
-		wantEnded  bool
+		name      string
+		guarantee guarantee
+		autoAck   bool
+		failSend  bool
+		wantAcked int
+		wantEnded bool
 	}{
 		{name: "at least once acks after send", guarantee: atLeastOnce, autoAck: true, wantAcked: 1},
 		{name: "at least once ends the session on a failed send", guarantee: atLeastOnce, autoAck: true, failSend: true, wantEnded: true},

@@ -51,6 +51,15 @@ func (f *Faults) Report(err error) {
 	})
 }
 
+// Forward calls report with the fault once there is one, from a goroutine
+// of its own that waits until then.
+func (f *Faults) Forward(report func(error)) {
+	go func() {
+		<-f.done
+		report(f.err)
+	}()
+}
+
 // Done is closed once a fault is recorded.
 func (f *Faults) Done() <-chan struct{} { return f.done }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/foldline/foldline/internal/safego"
 )
 
 // BatchStarter starts applying a batch; Applier is one.
@@ -34,6 +36,8 @@ type Batcher struct {
 	// upcoming is the number of operations the submitter has announced
 	// beyond those submitted (Upcoming).
 	upcoming atomic.Int64
+	// faults reports a panic while answering a batch (see Faults).
+	faults *safego.Faults
 }
 
 // Cut says when a batch is started: when it holds Size operations, when
@@ -59,10 +63,14 @@ type pending struct {
 // NewBatcher returns a Batcher that cuts batches as cut says; Run must be
 // running for Submit to return.
 func NewBatcher(starter BatchStarter, cut Cut, pipeline int) *Batcher {
-	b := &Batcher{starter: starter, pipeline: max(pipeline, 1), queue: make(chan pending, max(cut.Size, 1))}
+	b := &Batcher{starter: starter, pipeline: max(pipeline, 1), queue: make(chan pending, max(cut.Size, 1)), faults: safego.New()}
 	b.SetCut(cut)
 	return b
 }
+
+// Faults reports a panic in Run or in answering a batch's callers; the
+// owner stops the sink with it.
+func (b *Batcher) Faults() *safego.Faults { return b.faults }
 
 // SetCut changes how batches are cut, from the next batch on.
 func (b *Batcher) SetCut(cut Cut) {
@@ -113,6 +121,7 @@ func (b *Batcher) Upcoming(n int) {
 // batches finish. Operations still queued when ctx ends get no answer; their
 // callers' own contexts end with the sink.
 func (b *Batcher) Run(ctx context.Context) {
+	defer b.faults.Recover("gathering batches")
 	slots := make(chan struct{}, b.pipeline)
 	for {
 		select {
@@ -135,7 +144,7 @@ func (b *Batcher) Run(ctx context.Context) {
 		n := int64(len(batch))
 		b.inFlight.Add(n)
 		started := b.starter.Start(ctx, ops)
-		go func() {
+		b.faults.Go("answering a batch", func() {
 			res := started.Wait()
 			for i, p := range batch {
 				p.done(res.Errs[i])
@@ -143,7 +152,7 @@ func (b *Batcher) Run(ctx context.Context) {
 			b.inFlight.Add(-n)
 			b.waiting.Add(-n)
 			<-slots
-		}()
+		})
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf"
+	"github.com/foldline/foldline/internal/safego"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -39,7 +40,13 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 		return errors.New("handling a view operation: no function context; run the sink under pf.Start")
 	}
 	s.startOnce.Do(func() {
-		go s.setUp(fc.GetUserConfMap())
+		// A panic in the sink's goroutines stops the instance with the
+		// error, so that the worker starts it again, instead of ending
+		// the process with no word or leaving callers waiting forever.
+		faults := safego.New()
+		faults.Forward(fc.Fail)
+		userConf := fc.GetUserConfMap()
+		faults.Go("setting up the sink", func() { s.setUp(userConf, faults) })
 	})
 	op, err := envelope.DecodeViewOp(payload)
 	if err != nil {
@@ -70,7 +77,7 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 // retries forever: Cassandra may come up later, and a schema mismatch is
 // fixed by an operator. Until it succeeds every handler call waits, so no
 // message is acknowledged or dead-lettered for the sink's own trouble.
-func (s *Sink) setUp(userConf map[string]any) {
+func (s *Sink) setUp(userConf map[string]any, faults *safego.Faults) {
 	ctx := context.Background()
 	cfg, err := cassandra.ParseConfig(userConf)
 	if err != nil {
@@ -86,18 +93,14 @@ func (s *Sink) setUp(userConf map[string]any) {
 		applier, session, err := cassandra.Open(ctx, cfg)
 		if err == nil {
 			s.batcher = cassandra.NewBatcher(applier, cfg.Settings.LiveCut(), cfg.Settings.Pipeline)
+			applier.Faults().Forward(faults.Report)
+			s.batcher.Faults().Forward(faults.Report)
 			if cfg.Settings.Registry != "" {
 				watch := cassandra.RegistryWatch{Session: session, Keyspace: cfg.View.Keyspace, Registry: cfg.Settings.Registry,
 					View: cfg.View.View, Table: cfg.View.Table}
-				go watch.Run(ctx, registryPoll, func(building bool) {
-					cut := cfg.Settings.LiveCut()
-					if building {
-						cut = cfg.Settings.BuildingCut()
-					}
-					s.batcher.SetCut(cut)
-				})
+				faults.Go("watching the view registry", func() { watch.Run(ctx, registryPoll, s.setCut(cfg)) })
 			}
-			go s.batcher.Run(ctx)
+			faults.Go("gathering batches", func() { s.batcher.Run(ctx) })
 			close(s.ready)
 			slog.Info("the sink is applying view operations", "view", cfg.View.View, "table", cfg.View.Keyspace+"."+cfg.View.Table)
 			return
@@ -105,6 +108,18 @@ func (s *Sink) setUp(userConf map[string]any) {
 		slog.Error("setting up the sink, retrying", "wait", wait, "error", err)
 		time.Sleep(wait)
 		wait = min(2*wait, cfg.Settings.RetryBackoffMax)
+	}
+}
+
+// setCut returns the registry watch's callback: batches are cut as for a
+// table being built or a live one.
+func (s *Sink) setCut(cfg cassandra.Config) func(building bool) {
+	return func(building bool) {
+		cut := cfg.Settings.LiveCut()
+		if building {
+			cut = cfg.Settings.BuildingCut()
+		}
+		s.batcher.SetCut(cut)
 	}
 }
 
