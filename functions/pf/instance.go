@@ -318,6 +318,7 @@ func (inst *instance) send(in *input, ack, success bool, out []outbound) {
 		in.finish(nil)
 		return
 	}
+	in.failed.Store(nil) // an input sent again (as a dead letter) starts afresh
 	in.remaining.Store(int32(len(out)))
 	done := in.sent
 	for _, o := range out {

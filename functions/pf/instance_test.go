@@ -57,12 +57,17 @@ type fakeSender struct {
 	mu   sync.Mutex
 	sent []sent
 	fail map[string]error
+	// failWith, when set, decides the outcome of every send.
+	failWith func(*pulsar.ProducerMessage) error
 }
 
 func (s *fakeSender) sendAsync(_ context.Context, topic string, msg *pulsar.ProducerMessage, done sendDone) error {
 	s.mu.Lock()
 	s.sent = append(s.sent, sent{topic, msg})
 	err := s.fail[topic]
+	if s.failWith != nil {
+		err = s.failWith(msg)
+	}
 	s.mu.Unlock()
 	done(nil, msg, err)
 	return nil
