@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf"
-	"github.com/foldline/foldline/internal/testenv"
 )
 
 // An output over the broker's 5 MB maxMessageSize can never be sent: the
@@ -22,14 +19,7 @@ import (
 // decides), the input goes to the dead-letter topic with the reason, and
 // the instance goes on with later messages.
 func TestOutputTooLargeForTheBrokerIsDeadLettered(t *testing.T) {
-	s := testenv.Pulsar(t)
-	d := &deployment{s: s, tenant: "public", ns: fmt.Sprintf("pftest-%d", rand.IntN(1_000_000)), name: "grower"}
-	prefix := "persistent://" + d.tenant + "/" + d.ns + "/"
-	if code := adminREST(t, s, "PUT", "/admin/v2/namespaces/"+d.tenant+"/"+d.ns, nil); code >= 300 {
-		t.Fatalf("creating namespace %s: HTTP %d", d.ns, code)
-	}
-	t.Cleanup(func() { d.cleanUp(t) })
-	d.client = newTestClient(t, s)
+	d, prefix := newInProcessDeployment(t, "grower")
 	d.producer = newTestProducer(t, d.client, prefix+"in")
 	d.publish(t, "a", "big", "b")
 	out, dlq := d.subscribe(t, prefix+"out"), d.subscribe(t, prefix+"grower-DLQ")
@@ -46,10 +36,7 @@ func TestOutputTooLargeForTheBrokerIsDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf, err := json.Marshal(map[string]any{"pulsarServiceURL": s.PulsarURL, "functionDetails": string(details)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conf := instanceConf(t, d.s, details)
 	handler := func(in []byte) ([]byte, error) {
 		if string(in) == "big" {
 			return bytes.Repeat([]byte("x"), 7<<20), nil // a 4 MB event grown by validation, say
