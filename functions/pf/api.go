@@ -161,6 +161,17 @@ func (c *FunctionContext) Ack() error {
 	return nil
 }
 
+// Fail stops the instance because of err, a fault the handler cannot
+// recover from (a panic in one of its own goroutines, a setup that can never
+// succeed): the runtime stops taking input and shuts down as on SIGTERM,
+// then Run returns err and Start exits with status 1, so that the worker
+// starts the instance again. Inputs not yet acknowledged come again. Fail
+// may be called from any goroutine, also after the handler returned; the
+// first fault wins.
+func (c *FunctionContext) Fail(err error) {
+	c.inst.faults.Report(fmt.Errorf("stopped by the handler: %w", err))
+}
+
 // GetInstanceID returns the instance index, 0 to parallelism-1.
 func (c *FunctionContext) GetInstanceID() int { return c.inst.conf.InstanceID }
 

@@ -34,7 +34,9 @@ const (
 
 // Defaults of the Foldline user config keys.
 const (
-	defaultMaxRetries   = 3
+	defaultMaxRetries = 3
+	// minMaxMessageBytes leaves room for a dead letter without its payload.
+	minMaxMessageBytes  = 16 << 10
 	defaultRetryBackoff = 500 * time.Millisecond
 	maxRetryBackoff     = 30 * time.Second
 	defaultReceiverQ    = 1000
@@ -90,6 +92,10 @@ type instanceConf struct {
 	TLSHostnameVerification bool
 
 	DeadLetterTopic string
+	// MaxMessageBytes is the largest message the runtime sends; a larger
+	// output dead-letters its input. It should be the broker's
+	// maxMessageSize.
+	MaxMessageBytes int
 	MaxRetries      int
 	RetryBackoff    time.Duration
 	// Until bounds the ledger events processed (a replay as of a point).
@@ -368,6 +374,13 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 	c.DeadLetterTopic = "persistent://" + c.Tenant + "/" + c.Namespace + "/" + c.Name + "-DLQ"
 	if err := userString(c.UserConfig, "deadLetterTopic", &c.DeadLetterTopic); err != nil {
 		return err
+	}
+	c.MaxMessageBytes = defaultMaxMessageBytes
+	if err := userCount(c.UserConfig, "maxMessageBytes", &c.MaxMessageBytes); err != nil {
+		return err
+	}
+	if c.MaxMessageBytes < minMaxMessageBytes {
+		return fmt.Errorf("%w: user config key \"maxMessageBytes\": %d is below %d", ErrBadConfig, c.MaxMessageBytes, minMaxMessageBytes)
 	}
 	c.MaxRetries = defaultMaxRetries
 	if err := userCount(c.UserConfig, "maxRetries", &c.MaxRetries); err != nil {

@@ -22,11 +22,16 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/foldline/foldline/functions/pf/internal/instancepb"
+	"github.com/foldline/foldline/internal/safego"
 )
 
 // shutdownGrace bounds the whole shutdown; the worker kills an instance 10 s
 // after SIGTERM.
 const shutdownGrace = 8 * time.Second
+
+// minReconnectWait is the least wait before connecting again after a failed
+// send, whatever retryBackoffMs says.
+const minReconnectWait = 100 * time.Millisecond
 
 func startMain(handler any) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -93,7 +98,11 @@ type instance struct {
 	log     *slog.Logger
 	stderr  io.Writer
 
-	out sender
+	// sess is the current session, its producers and whether a send failed.
+	sess *session
+	// faults stops the instance: a panic in one of the runtime's goroutines,
+	// or a fault a handler reports with FunctionContext.Fail.
+	faults *safego.Faults
 	// controlAddr and metricsAddr are where serve listens (tests dial them).
 	controlAddr, metricsAddr string
 	// inFlight counts inputs whose outputs are not yet all confirmed.
@@ -108,6 +117,7 @@ func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
 		handler: h,
 		stats:   newStats(),
 		stderr:  stderr,
+		faults:  safego.New(),
 		log:     slog.New(slog.NewTextHandler(stderr, nil)).With("function", conf.FQFN(), "instance", conf.InstanceID),
 	}
 }
@@ -127,11 +137,18 @@ type input struct {
 	out   []outbound
 	one   [1]outbound
 	first pulsar.ProducerMessage
+	// sess is the session the input was taken in.
+	sess *session
 	// success counts the input as processed once out is confirmed; ack
 	// acknowledges it then.
 	success, ack bool
-	remaining    atomic.Int32
-	failed       atomic.Pointer[error]
+	// attempts is how many times the handler was called.
+	attempts int
+	// deadLetters counts the dead letters tried: a second one carries no
+	// payload (see deadLetter).
+	deadLetters int
+	remaining   atomic.Int32
+	failed      atomic.Pointer[error]
 }
 
 // process handles one input message: calls the handler (retrying in place
@@ -150,7 +167,7 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		autoAck = false
 	}
 	origin, err := originOf(msg)
-	in := &input{fc: FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks}}
+	in := &input{fc: FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks}, sess: inst.sess}
 	in.ctx = handlerContext{Context: ctx, fc: &in.fc}
 	if err == nil && inst.conf.Until.skips(msg, origin) {
 		// Beyond the replay's cutoff: acknowledged, never handled.
@@ -181,24 +198,54 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		err = nil
 	}
 	in.fc.finished = true
+	in.attempts = attempts
 
 	switch {
 	case err != nil:
-		inst.deadLetter(in, attempts, err)
+		inst.deadLetter(in, err)
 	case in.fc.deferral != nil:
 		inst.finishLater(in, autoAck, records)
 	default:
-		inst.send(in, autoAck, true, inst.outputs(in, records))
+		inst.sendOutputs(in, autoAck, records)
 	}
 	return nil
 }
 
+// sendOutputs sends the messages of the handler's records, or, when one of
+// them is larger than any message may be, sends the input to the
+// dead-letter topic instead: such an output can never be sent, and
+// retrying it would hold up its input forever.
+func (inst *instance) sendOutputs(in *input, ack bool, records []Record) {
+	out := inst.outputs(in, records)
+	for _, o := range out {
+		if n := messageSize(o.msg); n > inst.conf.MaxMessageBytes {
+			err := fmt.Errorf("%w: the output to %s has %d bytes, more than the %d a message may have (maxMessageBytes)",
+				errTooLarge, o.topic, n, inst.conf.MaxMessageBytes)
+			inst.stats.recordException(userException, err)
+			inst.deadLetter(in, err)
+			return
+		}
+	}
+	inst.send(in, ack, true, out)
+}
+
 // deadLetter sends the input to the dead-letter topic with the reason and
-// acknowledges it once the dead letter is confirmed.
-func (inst *instance) deadLetter(in *input, attempts int, reason error) {
+// acknowledges it once the dead letter is confirmed. A dead letter that
+// would be too large (an input near the size limit), or that the producer
+// refused as too large, is sent again without the input's payload and
+// properties, with the payload's size: a dead letter that can never be
+// sent would hold up its input forever.
+func (inst *instance) deadLetter(in *input, reason error) {
 	msg := in.fc.msg
-	inst.log.Warn("sending to dead-letter topic", "topic", msg.Topic(), "id", msg.ID().String(), "attempts", attempts, "error", reason)
-	setDeadLetter(&in.first, msg, in.fc.origin, inst.conf.FQFN(), attempts, reason)
+	inst.log.Warn("sending to dead-letter topic", "topic", msg.Topic(), "id", msg.ID().String(), "attempts", in.attempts, "error", reason)
+	in.deadLetters++
+	in.first = pulsar.ProducerMessage{}
+	setDeadLetter(&in.first, msg, in.fc.origin, inst.conf.FQFN(), in.attempts, reason)
+	if in.deadLetters > 1 || messageSize(&in.first) > inst.conf.MaxMessageBytes {
+		in.deadLetters = 2
+		in.first = pulsar.ProducerMessage{}
+		setBareDeadLetter(&in.first, msg, in.fc.origin, inst.conf.FQFN(), in.attempts, reason)
+	}
 	in.one[0] = outbound{topic: inst.conf.DeadLetterTopic, msg: &in.first}
 	// A dead letter is acknowledged whatever the guarantee (unless already
 	// acknowledged on receipt): no handler will ever ack it.
@@ -240,14 +287,16 @@ func (inst *instance) finishLater(in *input, autoAck bool, records []Record) {
 		defer inst.inFlight.Done()
 		switch {
 		case outcome == nil:
-			inst.send(in, autoAck, true, inst.outputs(in, records))
+			inst.sendOutputs(in, autoAck, records)
 		case IsPermanent(outcome):
 			inst.stats.recordException(userException, outcome)
-			inst.deadLetter(in, 1, outcome)
+			inst.deadLetter(in, outcome)
 		default:
+			// As a failed send does (see session): a negative
+			// acknowledgement would let later inputs overtake this one.
 			inst.stats.recordException(userException, outcome)
 			if autoAck {
-				in.fc.acks.Nack(in.fc.msg)
+				in.sess.end(fmt.Errorf("finishing a deferred input: %w", outcome))
 			}
 		}
 	})
@@ -261,8 +310,9 @@ type outbound struct {
 
 // send sends out asynchronously; when all are confirmed it counts the input
 // as processed (if success) and acknowledges it (if ack). A failed send is a
-// sink exception and negatively acknowledges the input for redelivery. An
-// input is sent once.
+// sink exception and ends the input's session (see session), which leaves
+// the input and every later one for redelivery; nothing is sent once the
+// session has ended.
 func (inst *instance) send(in *input, ack, success bool, out []outbound) {
 	inst.inFlight.Add(1)
 	in.ack, in.success, in.out = ack, success, out
@@ -270,11 +320,16 @@ func (inst *instance) send(in *input, ack, success bool, out []outbound) {
 		in.finish(nil)
 		return
 	}
+	in.failed.Store(nil) // an input sent again (as a dead letter) starts afresh
 	in.remaining.Store(int32(len(out)))
 	done := in.sent
 	for _, o := range out {
+		if in.sess.isEnded() {
+			in.sendDone(errSessionEnded)
+			continue
+		}
 		// Not the run's ctx: sends already started finish during shutdown.
-		if err := inst.out.sendAsync(context.Background(), o.topic, o.msg, done); err != nil {
+		if err := in.sess.out.sendAsync(context.Background(), o.topic, o.msg, done); err != nil {
 			in.sendDone(err)
 		}
 	}
@@ -315,16 +370,28 @@ func (in *input) sendDone(err error) {
 	in.finish(first)
 }
 
-// finish counts and acknowledges the input once its sends are over, or
-// negatively acknowledges it when one failed.
+// finish counts and acknowledges the input once its sends are over. When
+// one failed it ends the session (see session), unless the message was too
+// large: then the input goes to the dead-letter topic instead. An input
+// whose session has ended is left unacknowledged, to come again after the
+// one that failed.
 func (in *input) finish(err error) {
 	inst, acks, msg := in.fc.inst, in.fc.acks, in.fc.msg
 	defer inst.inFlight.Done()
 	if err != nil {
-		inst.stats.recordException(sinkException, err)
-		if in.ack {
-			acks.Nack(msg)
+		if !errors.Is(err, errSessionEnded) {
+			inst.stats.recordException(sinkException, err)
 		}
+		if isTooLarge(err) && in.deadLetters < 2 && !in.sess.isEnded() {
+			inst.deadLetter(in, err)
+			return
+		}
+		if in.ack {
+			in.sess.end(err)
+		}
+		return
+	}
+	if in.ack && in.sess.isEnded() {
 		return
 	}
 	if in.success {
@@ -389,16 +456,37 @@ func (inst *instance) publish(_ context.Context, fc *FunctionContext, rec Record
 	return nil
 }
 
-// run connects, serves the control and metrics endpoints and processes
-// messages until ctx ends, then shuts down within shutdownGrace.
+// run serves the control and metrics endpoints, connects and processes
+// messages until ctx ends, then shuts down within shutdownGrace. A failed
+// send ends the connection's session (see session): run then waits, with
+// backoff, and connects again. It returns an error when the instance
+// cannot go on: it cannot connect, or a fault stopped it (see
+// FunctionContext.Fail).
 func (inst *instance) run(ctx context.Context) error {
-	c := inst.conf
 	stopServers, err := inst.serve()
 	if err != nil {
 		return err
 	}
 	defer stopServers()
+	for attempt := 1; ; attempt++ {
+		err := inst.connect(ctx)
+		if !errors.Is(err, errSendFailed) {
+			return err
+		}
+		wait := max(inst.backoff(attempt), minReconnectWait)
+		inst.log.Warn("a send failed; connecting again so that every input not acknowledged comes again, in order",
+			"error", err, "wait", wait)
+		if sleep(ctx, wait) != nil {
+			return nil
+		}
+	}
+}
 
+// connect makes one session: a client, its producers and consumers, and
+// processes messages until ctx ends, a fault stops the instance or the
+// session ends; then it drains and closes them.
+func (inst *instance) connect(ctx context.Context) error {
+	c := inst.conf
 	client, err := pulsar.NewClient(inst.clientOptions())
 	if err != nil {
 		return fmt.Errorf("creating pulsar client for %s: %w", c.ServiceURL, err)
@@ -406,7 +494,7 @@ func (inst *instance) run(ctx context.Context) error {
 	defer client.Close()
 
 	prods := newProducers(client, inst.producerOptions)
-	inst.out = prods
+	inst.sess = newSession(prods)
 	defer prods.close()
 	if c.LogTopic != "" {
 		if err := inst.forwardLogs(prods); err != nil {
@@ -438,28 +526,41 @@ func (inst *instance) run(ctx context.Context) error {
 	defer cons.close()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go cons.watch(watchCtx, inst.stats.received.total.Load)
+	inst.faults.Go("probing consumers", func() { cons.watch(watchCtx, inst.stats.received.total.Load) })
 	inst.log.Info("running", "inputs", len(c.Inputs), "subscription", c.SubscriptionName,
 		"type", c.SubscriptionType, "output", c.OutputTopic, "deadLetterTopic", c.DeadLetterTopic)
 
+	err = inst.consume(ctx, messages)
+	inst.log.Info("closing consumers and producers")
+	inst.drain(prods)
+	return err
+}
+
+// consume processes messages until ctx ends (nil), a fault stops the
+// instance or the session ends (their errors).
+func (inst *instance) consume(ctx context.Context, messages <-chan pulsar.ConsumerMessage) error {
 	window := time.NewTicker(time.Minute)
 	defer window.Stop()
-loop:
 	for {
 		select {
 		case <-ctx.Done():
-			break loop
+			return nil
+		case <-inst.faults.Done():
+			return inst.faults.Err()
+		case <-inst.sess.ended:
+			return inst.sess.err()
 		case <-window.C:
 			inst.stats.resetWindow()
 		case cm := <-messages:
+			if inst.sess.isEnded() {
+				// Left unacknowledged: it comes again in the next session.
+				return inst.sess.err()
+			}
 			if err := inst.process(ctx, cm.Message, cm.Consumer); err != nil {
-				break loop
+				return nil
 			}
 		}
 	}
-	inst.log.Info("shutting down")
-	inst.drain(prods)
-	return nil
 }
 
 // drain waits, within shutdownGrace, for the outputs in flight so that their
@@ -529,6 +630,10 @@ func (inst *instance) producerOptions(topic string) pulsar.ProducerOptions {
 		BatchingMaxPublishDelay: 10 * time.Millisecond,
 		MaxPendingMessages:      c.MaxPendingMessages,
 		Properties:              inst.clientProperties(),
+		// No send timeout: a timed-out message fails while later ones stay
+		// pending and go out after a reconnect, which would let them
+		// overtake it (see session).
+		SendTimeout: -1,
 	}
 	if c.KeyBasedBatching {
 		opts.BatcherBuilderType = pulsar.KeyBasedBatchBuilder

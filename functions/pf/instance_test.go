@@ -57,12 +57,17 @@ type fakeSender struct {
 	mu   sync.Mutex
 	sent []sent
 	fail map[string]error
+	// failWith, when set, decides the outcome of every send.
+	failWith func(*pulsar.ProducerMessage) error
 }
 
 func (s *fakeSender) sendAsync(_ context.Context, topic string, msg *pulsar.ProducerMessage, done sendDone) error {
 	s.mu.Lock()
 	s.sent = append(s.sent, sent{topic, msg})
 	err := s.fail[topic]
+	if s.failWith != nil {
+		err = s.failWith(msg)
+	}
 	s.mu.Unlock()
 	done(nil, msg, err)
 	return nil
@@ -89,6 +94,7 @@ func testConf() *instanceConf {
 	return &instanceConf{
 		Tenant: "t", Namespace: "n", Name: "f", Guarantee: atLeastOnce, AutoAck: true,
 		OutputTopic: outTopic, DeadLetterTopic: dlqTopic, MaxRetries: 2, RetryBackoff: time.Millisecond,
+		MaxMessageBytes: defaultMaxMessageBytes,
 	}
 }
 
@@ -100,7 +106,7 @@ func newTestInstance(t *testing.T, conf *instanceConf, handler any) (*instance, 
 	}
 	inst := newInstance(conf, h, io.Discard)
 	out := &fakeSender{fail: map[string]error{}}
-	inst.out = out
+	inst.sess = newSession(out)
 	return inst, out
 }
 
@@ -304,15 +310,15 @@ func TestProcessMalformedOriginIsDeadLettered(t *testing.T) {
 
 func TestProcessAcknowledgement(t *testing.T) {
 	tests := []struct {
-		name       string
-		guarantee  guarantee
-		autoAck    bool
-		failSend   bool
-		wantAcked  int
-		wantNacked int
+		name      string
+		guarantee guarantee
+		autoAck   bool
+		failSend  bool
+		wantAcked int
+		wantEnded bool
 	}{
 		{name: "at least once acks after send", guarantee: atLeastOnce, autoAck: true, wantAcked: 1},
-		{name: "at least once nacks a failed send", guarantee: atLeastOnce, autoAck: true, failSend: true, wantNacked: 1},
+		{name: "at least once ends the session on a failed send", guarantee: atLeastOnce, autoAck: true, failSend: true, wantEnded: true},
 		{name: "at most once acks on receipt", guarantee: atMostOnce, autoAck: true, wantAcked: 1},
 		{name: "at most once does not nack a failed send", guarantee: atMostOnce, autoAck: true, failSend: true, wantAcked: 1},
 		{name: "manual leaves it to the handler", guarantee: manual, autoAck: true},
@@ -330,8 +336,11 @@ func TestProcessAcknowledgement(t *testing.T) {
 			if err := inst.process(t.Context(), ledgerEvent("x", 1), acks); err != nil {
 				t.Fatal(err)
 			}
-			if len(acks.acked) != tt.wantAcked || len(acks.nacked) != tt.wantNacked {
-				t.Errorf("acked %v nacked %v, want %d and %d", acks.acked, acks.nacked, tt.wantAcked, tt.wantNacked)
+			if len(acks.acked) != tt.wantAcked || len(acks.nacked) != 0 {
+				t.Errorf("acked %v nacked %v, want %d acked, none nacked", acks.acked, acks.nacked, tt.wantAcked)
+			}
+			if ended := inst.sess.isEnded(); ended != tt.wantEnded {
+				t.Errorf("session ended: %v, want %v", ended, tt.wantEnded)
 			}
 			wantSink := int64(boolInt(tt.failSend))
 			if got := inst.stats.exceptions[sinkException].total.Load(); got != wantSink {
@@ -457,7 +466,7 @@ func benchmarkProcess(b *testing.B, msg *fakeMessage) {
 		b.Fatal(err)
 	}
 	inst := newInstance(testConf(), h, io.Discard)
-	inst.out = nopSender{}
+	inst.sess = newSession(nopSender{})
 	acks := nopAcker{}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -2,6 +2,7 @@ package pf
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/internal/textcap"
 )
 
 // sender sends messages asynchronously, keeping the order of the sends of
@@ -104,18 +106,70 @@ func outputProperties(inProps map[string]string, origin envelope.Origin, recProp
 	return props
 }
 
+// PropDeadLetterPayloadBytes is set on a dead letter sent without the
+// input's payload and properties, because with them it would be larger than
+// a message may be: it holds the payload's size in bytes.
+const PropDeadLetterPayloadBytes = "foldline.dlq.payload-bytes"
+
+// maxReasonBytes bounds a dead-letter reason, and the text of an exception
+// that status and metrics show: an error can quote a whole input.
+const maxReasonBytes = 4 << 10
+
+// maxKeyBytes bounds the key of a dead letter sent without its payload.
+const maxKeyBytes = 1 << 10
+
+// defaultMaxMessageBytes is the broker's default maxMessageSize (5 MiB).
+const defaultMaxMessageBytes = 5 << 20
+
+// errTooLarge marks a message larger than any message may be.
+var errTooLarge = errors.New("message too large")
+
+// isTooLarge reports whether a send failed because the message is too
+// large: the runtime's own check, or the producer's (larger than the
+// broker's maxMessageSize).
+func isTooLarge(err error) bool {
+	return errors.Is(err, errTooLarge) || errors.Is(err, pulsar.ErrMessageTooLarge)
+}
+
+// messageSize estimates the bytes pm takes in a batch: its payload, key
+// and properties, and room for the rest of its metadata.
+func messageSize(pm *pulsar.ProducerMessage) int {
+	const metadata = 512
+	n := len(pm.Payload) + len(pm.Key) + len(pm.OrderingKey) + metadata
+	for k, v := range pm.Properties {
+		n += len(k) + len(v) + 8
+	}
+	return n
+}
+
 // setDeadLetter fills pm with the dead-letter message for an input that
 // failed.
 func setDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, fqfn string, attempts int, reason error) {
 	setOutput(pm, in, origin, &Record{
-		Payload: in.Payload(),
-		Properties: map[string]string{
-			envelope.PropDeadLetterReason:   reason.Error(),
-			envelope.PropDeadLetterSource:   in.Topic(),
-			envelope.PropDeadLetterFunction: fqfn,
-			envelope.PropDeadLetterAttempts: strconv.Itoa(attempts),
-		},
+		Payload:    in.Payload(),
+		Properties: deadLetterProperties(in, fqfn, attempts, reason),
 	})
+}
+
+// setBareDeadLetter fills pm with the dead-letter message for an input
+// whose full dead letter is too large: the input's key (cut to
+// maxKeyBytes), origin and event time, the dead-letter properties and the
+// payload's size, but neither its payload nor its other properties.
+func setBareDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, fqfn string, attempts int, reason error) {
+	props := deadLetterProperties(in, fqfn, attempts, reason)
+	props[PropDeadLetterPayloadBytes] = strconv.Itoa(len(in.Payload()))
+	pm.Properties = outputProperties(nil, origin, props)
+	pm.Key = textcap.Truncate(in.Key(), maxKeyBytes)
+	pm.EventTime = in.EventTime()
+}
+
+func deadLetterProperties(in pulsar.Message, fqfn string, attempts int, reason error) map[string]string {
+	return map[string]string{
+		envelope.PropDeadLetterReason:   textcap.Truncate(reason.Error(), maxReasonBytes),
+		envelope.PropDeadLetterSource:   in.Topic(),
+		envelope.PropDeadLetterFunction: fqfn,
+		envelope.PropDeadLetterAttempts: strconv.Itoa(attempts),
+	}
 }
 
 // producers holds one producer per topic, created on first use. Sends look

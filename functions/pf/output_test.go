@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -85,8 +86,8 @@ func TestOutputProperties(t *testing.T) {
 	}
 }
 
-// A failed send of one of several outputs names its topic, and the input is
-// negatively acknowledged once all sends are over.
+// A failed send of one of several outputs names its topic, and ends the
+// session once all sends are over, leaving the input unacknowledged.
 func TestFailedSendOfSeveralOutputs(t *testing.T) {
 	const audit = "persistent://t/n/audit"
 	inst, out := newTestInstance(t, testConf(), func(context.Context, []byte) ([]Record, error) {
@@ -97,8 +98,9 @@ func TestFailedSendOfSeveralOutputs(t *testing.T) {
 	if err := inst.process(t.Context(), ledgerEvent("x", 1), acks); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.sent) != 3 || len(acks.acked) != 0 || len(acks.nacked) != 1 {
-		t.Fatalf("sent %d, acked %v, nacked %v; want 3 sent and the input nacked", len(out.sent), acks.acked, acks.nacked)
+	if len(out.sent) != 3 || len(acks.acked)+len(acks.nacked) != 0 || !inst.sess.isEnded() {
+		t.Fatalf("sent %d, acked %v, nacked %v, session ended %v; want 3 sent, the input left alone and the session ended",
+			len(out.sent), acks.acked, acks.nacked, inst.sess.isEnded())
 	}
 	latest := inst.stats.latestExceptions(sinkException)
 	if len(latest) != 1 || latest[0].text != "sending to "+audit+": broker gone" {
@@ -115,13 +117,93 @@ func (*failingProducers) sendAsync(_ context.Context, topic string, _ *pulsar.Pr
 
 func TestSendWithoutProducerIsASinkException(t *testing.T) {
 	inst, _ := newTestInstance(t, testConf(), func(in []byte) ([]byte, error) { return in, nil })
-	inst.out = &failingProducers{}
+	inst.sess = newSession(&failingProducers{})
 	acks := &fakeAcker{}
 	if err := inst.process(t.Context(), ledgerEvent("x", 1), acks); err != nil {
 		t.Fatal(err)
 	}
 	latest := inst.stats.latestExceptions(sinkException)
-	if len(acks.nacked) != 1 || len(latest) != 1 || latest[0].text != "creating producer for "+outTopic+": not allowed" {
-		t.Errorf("nacked %v, sink exceptions %+v", acks.nacked, latest)
+	if !inst.sess.isEnded() || len(latest) != 1 || latest[0].text != "creating producer for "+outTopic+": not allowed" {
+		t.Errorf("session ended %v, sink exceptions %+v", inst.sess.isEnded(), latest)
+	}
+}
+
+// An output larger than a message may be can never be sent: the input goes
+// to the dead-letter topic with the reason, once, and is acknowledged; an
+// input whose dead letter would be too large too is dead-lettered without
+// its payload. A dead-letter reason is cut to maxReasonBytes.
+func TestTooLargeIsDeadLettered(t *testing.T) {
+	tests := []struct {
+		name        string
+		payload     int
+		wantPayload bool
+	}{
+		{name: "output grows past the limit", payload: 20 << 10, wantPayload: true},
+		{name: "input itself near the limit", payload: 31 << 10, wantPayload: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conf := testConf()
+			conf.MaxMessageBytes = 32 << 10
+			inst, out := newTestInstance(t, conf, func(in []byte) ([]byte, error) {
+				return append(in, in...), nil // twice as large: over the limit
+			})
+			acks := &fakeAcker{}
+			in := ledgerEvent(strings.Repeat("x", tt.payload), 1)
+			in.props["big"] = "\xff" + strings.Repeat("é", 2000)
+			in.key = "k"
+			if err := inst.process(t.Context(), in, acks); err != nil {
+				t.Fatal(err)
+			}
+			if len(out.sent) != 1 || out.sent[0].topic != dlqTopic {
+				t.Fatalf("sent %d messages, want one dead letter", len(out.sent))
+			}
+			dl := out.sent[0].msg
+			reason := dl.Properties[envelope.PropDeadLetterReason]
+			if !strings.Contains(reason, "more than the 32768 a message may have") {
+				t.Errorf("reason %q", reason)
+			}
+			if got := len(dl.Payload) > 0; got != tt.wantPayload {
+				t.Errorf("dead letter carries the payload: %v, want %v", got, tt.wantPayload)
+			}
+			if !tt.wantPayload && dl.Properties[PropDeadLetterPayloadBytes] != strconv.Itoa(tt.payload) {
+				t.Errorf("payload size property %q, want %d", dl.Properties[PropDeadLetterPayloadBytes], tt.payload)
+			}
+			if messageSize(dl) > conf.MaxMessageBytes || len(acks.acked) != 1 || inst.sess.isEnded() {
+				t.Errorf("dead letter of %d bytes, acked %d, session ended %v", messageSize(dl), len(acks.acked), inst.sess.isEnded())
+			}
+		})
+	}
+}
+
+// The producer's own refusal (a broker whose maxMessageSize is below the
+// runtime's maxMessageBytes) dead-letters the input too, and a dead letter
+// refused as well goes again without the payload: never a loop.
+func TestProducerRefusalAsTooLargeIsDeadLettered(t *testing.T) {
+	inst, out := newTestInstance(t, testConf(), func(in []byte) ([]byte, error) { return in, nil })
+	refused := 0
+	out.failWith = func(msg *pulsar.ProducerMessage) error {
+		if len(msg.Payload) > 0 {
+			refused++
+			return pulsar.ErrMessageTooLarge
+		}
+		return nil
+	}
+	acks := &fakeAcker{}
+	if err := inst.process(t.Context(), ledgerEvent("payload", 1), acks); err != nil {
+		t.Fatal(err)
+	}
+	if refused != 2 || len(out.sent) != 3 || out.sent[2].topic != dlqTopic || len(out.sent[2].msg.Payload) != 0 ||
+		len(acks.acked) != 1 || inst.sess.isEnded() {
+		t.Errorf("refused %d, sent %d, acked %v, session ended %v; want the output and the full dead letter refused, the bare one sent and acked",
+			refused, len(out.sent), acks.acked, inst.sess.isEnded())
+	}
+}
+
+func TestDeadLetterReasonIsCut(t *testing.T) {
+	var pm pulsar.ProducerMessage
+	setDeadLetter(&pm, ledgerEvent("x", 1), envelope.Origin{}, "t/n/f", 1, errors.New(strings.Repeat("r", 6<<20)))
+	if reason := pm.Properties[envelope.PropDeadLetterReason]; len(reason) > maxReasonBytes || !strings.HasSuffix(reason, "[truncated from 6291456 bytes]") {
+		t.Errorf("reason of %d bytes ending %q", len(reason), reason[len(reason)-40:])
 	}
 }

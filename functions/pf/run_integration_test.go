@@ -22,14 +22,8 @@ import (
 // records to a second topic, log lines forwarded to the log topic, and a
 // shutdown that returns well within the worker's 10 s grace.
 func TestRunAgainstBroker(t *testing.T) {
-	s := testenv.Pulsar(t)
-	d := &deployment{s: s, tenant: "public", ns: fmt.Sprintf("pftest-%d", rand.IntN(1_000_000)), name: "runner"}
-	prefix := "persistent://" + d.tenant + "/" + d.ns + "/"
-	if code := adminREST(t, s, "PUT", "/admin/v2/namespaces/"+d.tenant+"/"+d.ns, nil); code >= 300 {
-		t.Fatalf("creating namespace %s: HTTP %d", d.ns, code)
-	}
-	t.Cleanup(func() { d.cleanUp(t) })
-	d.client = newTestClient(t, s)
+	d, prefix := newInProcessDeployment(t, "runner")
+	s := d.s
 
 	// Topics matched by the pattern must exist when the consumer starts:
 	// pattern discovery runs only once a minute.
@@ -55,10 +49,7 @@ func TestRunAgainstBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf, err := json.Marshal(map[string]any{"pulsarServiceURL": s.PulsarURL, "functionDetails": string(details)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conf := instanceConf(t, s, details)
 	handler := func(ctx context.Context, in []byte) ([]pf.Record, error) {
 		slog.Info("handled", "payload", string(in))
 		return []pf.Record{{Payload: in}, {Topic: prefix + "side", Key: "side", Payload: in}}, nil
@@ -102,6 +93,32 @@ func TestRunAgainstBroker(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return within the worker's 10 s grace after cancel")
 	}
+}
+
+// newInProcessDeployment makes a namespace of its own for a function run in
+// this process, removed after the test, and a client; it returns the
+// namespace's topic prefix.
+func newInProcessDeployment(t *testing.T, name string) (*deployment, string) {
+	t.Helper()
+	s := testenv.Pulsar(t)
+	d := &deployment{s: s, tenant: "public", ns: fmt.Sprintf("pftest-%d", rand.IntN(1_000_000)), name: name}
+	if code := adminREST(t, s, "PUT", "/admin/v2/namespaces/"+d.tenant+"/"+d.ns, nil); code >= 300 {
+		t.Fatalf("creating namespace %s: HTTP %d", d.ns, code)
+	}
+	t.Cleanup(func() { d.cleanUp(t) })
+	d.client = newTestClient(t, s)
+	return d, "persistent://" + d.tenant + "/" + d.ns + "/"
+}
+
+// instanceConf is the -instance-conf the worker would give a function with
+// these functionDetails.
+func instanceConf(t *testing.T, s testenv.Services, details []byte) []byte {
+	t.Helper()
+	conf, err := json.Marshal(map[string]any{"pulsarServiceURL": s.PulsarURL, "functionDetails": string(details)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conf
 }
 
 func newTestClient(t *testing.T, s testenv.Services) pulsar.Client {

@@ -1,13 +1,17 @@
 package pf
 
 import (
-	"sort"
+	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/foldline/foldline/internal/textcap"
 )
 
 // maxLatestExceptions is how many recent exceptions of each kind status shows.
@@ -94,7 +98,7 @@ func (s *stats) recordException(kind exceptionKind, err error) {
 	s.exceptions[kind].inc()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := append(s.latest[kind], exceptionInfo{text: err.Error(), at: time.Now()})
+	l := append(s.latest[kind], exceptionInfo{text: textcap.Truncate(err.Error(), maxReasonBytes), at: time.Now()})
 	if len(l) > maxLatestExceptions {
 		l = l[len(l)-maxLatestExceptions:]
 	}
@@ -108,7 +112,10 @@ func (s *stats) recordInvocation(start, end time.Duration) {
 	s.lastInvocationMs.Store(s.started.Add(start).UnixMilli())
 }
 
+// recordUserMetric records a metric under name made valid UTF-8 and cut to
+// maxLabelBytes: the name becomes a Prometheus label and a protobuf map key.
 func (s *stats) recordUserMetric(name string, value float64) {
+	name = textcap.Truncate(name, maxLabelBytes)
 	s.mu.Lock()
 	s.userMetrics[name] = value
 	s.mu.Unlock()
@@ -156,7 +163,21 @@ func metricDesc(name, help string, labels prometheus.Labels, variable ...string)
 // makes this an unchecked collector.
 func (c *collector) Describe(chan<- *prometheus.Desc) {}
 
+// maxLabelBytes bounds a label value taken from data (an exception's text,
+// a user metric's name).
+const maxLabelBytes = 512
+
+// Collect sends the metrics. Exception texts are made valid UTF-8 and cut
+// to maxLabelBytes for their label (as user metric names are when
+// recorded), since the Prometheus client refuses
+// (with a panic, in the scrape's goroutine, which would end the process)
+// a label that is not valid UTF-8; a panic here is logged, not fatal.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	defer func() {
+		if v := recover(); v != nil {
+			slog.Error("collecting metrics panicked", "panic", v)
+		}
+	}()
 	gauge := func(name, help string, v int64) {
 		ch <- prometheus.MustNewConstMetric(metricDesc(name, help, c.labels), prometheus.GaugeValue, float64(v))
 	}
@@ -188,20 +209,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		// repeated label values would fail the whole scrape.
 		latest := map[string]int64{}
 		for _, e := range c.s.latestExceptions(kind) {
-			latest[e.text] = max(latest[e.text], e.at.UnixMilli())
+			label := textcap.Truncate(e.text, maxLabelBytes)
+			latest[label] = max(latest[label], e.at.UnixMilli())
 		}
 		for text, ms := range latest {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(ms), text)
 		}
 	}
 	userMetrics := c.s.userMetricsCopy()
-	names := make([]string, 0, len(userMetrics))
-	for n := range userMetrics {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	desc := metricDesc("user_metric", "Last value recorded by the handler with RecordMetric.", c.labels, "metric")
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(userMetrics)) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, userMetrics[n], n)
 	}
 }

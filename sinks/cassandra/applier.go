@@ -13,6 +13,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/internal/safego"
 )
 
 // ErrRejected marks an operation that can never apply: a value that does not
@@ -58,6 +59,8 @@ type Applier struct {
 	startMu sync.Mutex
 	// queue holds the started rows until a worker has written them.
 	queue *rowQueue
+	// faults reports a panic in a worker (see Faults).
+	faults *safego.Faults
 }
 
 // Pending is a started batch; Wait gives its Result.
@@ -95,14 +98,19 @@ func NewApplier(session *gocql.Session, schema ViewSchema, settings Settings) (*
 		return nil, err
 	}
 	a := &Applier{view: view, session: session, settings: settings, cache: newRowCache(settings.cacheRows()),
-		queue: newRowQueue(settings.Concurrency * settings.BatchSize), batchBytes: batchBytes}
+		queue: newRowQueue(settings.Concurrency * settings.BatchSize), batchBytes: batchBytes, faults: safego.New()}
 	a.selectCQL, a.appendCQL, a.replaceCQL = statements(schema)
 	a.prefetchCQL = prefetchStatement(schema)
 	for range settings.Concurrency {
-		go a.work()
+		a.faults.Go("applying rows of "+schema.Table, a.work)
 	}
 	return a, nil
 }
+
+// Faults reports a panic in one of the workers. The batches that worker
+// held never finish, so the owner must stop the sink with the error (the
+// runtime then redelivers what was not confirmed) rather than wait on them.
+func (a *Applier) Faults() *safego.Faults { return a.faults }
 
 // Close stops the workers once they have finished the started batches. No
 // batch may be started after Close.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/foldline/foldline/internal/safego"
 )
 
 // BatchStarter starts applying a batch; Applier is one.
@@ -37,6 +39,8 @@ type Batcher struct {
 	upcoming atomic.Int64
 	// applied, skipped and rejected count the answered operations (Totals).
 	applied, skipped, rejected atomic.Int64
+	// faults reports a panic while answering a batch (see Faults).
+	faults *safego.Faults
 }
 
 // User metrics under which the sink function exports its Totals (functions
@@ -89,10 +93,14 @@ type pending struct {
 // NewBatcher returns a Batcher that cuts batches as cut says; Run must be
 // running for Submit to return.
 func NewBatcher(starter BatchStarter, cut Cut, pipeline int) *Batcher {
-	b := &Batcher{starter: starter, pipeline: max(pipeline, 1), queue: make(chan pending, max(cut.Size, 1))}
+	b := &Batcher{starter: starter, pipeline: max(pipeline, 1), queue: make(chan pending, max(cut.Size, 1)), faults: safego.New()}
 	b.SetCut(cut)
 	return b
 }
+
+// Faults reports a panic in Run or in answering a batch's callers; the
+// owner stops the sink with it.
+func (b *Batcher) Faults() *safego.Faults { return b.faults }
 
 // SetCut changes how batches are cut, from the next batch on.
 func (b *Batcher) SetCut(cut Cut) {
@@ -143,6 +151,7 @@ func (b *Batcher) Upcoming(n int) {
 // batches finish. Operations still queued when ctx ends get no answer; their
 // callers' own contexts end with the sink.
 func (b *Batcher) Run(ctx context.Context) {
+	defer b.faults.Recover("gathering batches")
 	slots := make(chan struct{}, b.pipeline)
 	for {
 		select {
@@ -165,7 +174,7 @@ func (b *Batcher) Run(ctx context.Context) {
 		n := int64(len(batch))
 		b.inFlight.Add(n)
 		started := b.starter.Start(ctx, ops)
-		go func() {
+		b.faults.Go("answering a batch", func() {
 			res := started.Wait()
 			b.count(res)
 			for i, p := range batch {
@@ -174,7 +183,7 @@ func (b *Batcher) Run(ctx context.Context) {
 			b.inFlight.Add(-n)
 			b.waiting.Add(-n)
 			<-slots
-		}()
+		})
 	}
 }
 

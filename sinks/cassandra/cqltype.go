@@ -12,6 +12,8 @@ import (
 
 	"github.com/gocql/gocql"
 
+	"github.com/foldline/foldline/internal/textcap"
+
 	"github.com/foldline/foldline/functions/envelope/jsonwire"
 )
 
@@ -288,11 +290,8 @@ func (t *cqlType) numeric() bool {
 	return false
 }
 
-// abbreviate shortens a raw JSON value for an error message.
+// abbreviate shortens a raw JSON value for an error message, which becomes
+// a dead-letter reason and a metric label: valid UTF-8, cut on a rune.
 func abbreviate(raw json.RawMessage) string {
-	const max = 40
-	if len(raw) > max {
-		return string(raw[:max]) + "…"
-	}
-	return string(raw)
+	return textcap.Truncate(string(raw), 80)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf"
+	"github.com/foldline/foldline/internal/safego"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -41,7 +42,12 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 		return errors.New("handling a view operation: no function context; run the sink under pf.Start")
 	}
 	s.startOnce.Do(func() {
-		go s.setUp()
+		// A panic in the sink's goroutines stops the instance with the
+		// error, so that the worker starts it again, instead of ending
+		// the process with no word or leaving callers waiting forever.
+		faults := safego.New()
+		faults.Forward(fc.Fail)
+		faults.Go("setting up the sink", func() { s.setUp(faults) })
 	})
 	op, err := envelope.DecodeViewOp(payload)
 	if err != nil {
@@ -73,7 +79,7 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 // retries forever: Cassandra may come up later, and a schema mismatch is
 // fixed by an operator. Until it succeeds every handler call waits, so no
 // message is acknowledged or dead-lettered for the sink's own trouble.
-func (s *Sink) setUp() {
+func (s *Sink) setUp(faults *safego.Faults) {
 	ctx := context.Background()
 	cfg := s.cfg
 	wait := cfg.Settings.RetryBackoffMin
@@ -81,18 +87,14 @@ func (s *Sink) setUp() {
 		applier, session, err := cassandra.Open(ctx, cfg)
 		if err == nil {
 			s.batcher = cassandra.NewBatcher(applier, cfg.Settings.LiveCut(), cfg.Settings.Pipeline)
+			applier.Faults().Forward(faults.Report)
+			s.batcher.Faults().Forward(faults.Report)
 			if cfg.Settings.Registry != "" {
 				watch := cassandra.RegistryWatch{Session: session, Keyspace: cfg.View.Keyspace, Registry: cfg.Settings.Registry,
 					View: cfg.View.View, Table: cfg.View.Table}
-				go watch.Run(ctx, registryPoll, func(building bool) {
-					cut := cfg.Settings.LiveCut()
-					if building {
-						cut = cfg.Settings.BuildingCut()
-					}
-					s.batcher.SetCut(cut)
-				})
+				faults.Go("watching the view registry", func() { watch.Run(ctx, registryPoll, s.setCut(cfg)) })
 			}
-			go s.batcher.Run(ctx)
+			faults.Go("gathering batches", func() { s.batcher.Run(ctx) })
 			close(s.ready)
 			slog.Info("the sink is applying view operations", "view", cfg.View.View, "table", cfg.View.Keyspace+"."+cfg.View.Table)
 			return
@@ -100,6 +102,18 @@ func (s *Sink) setUp() {
 		slog.Error("setting up the sink, retrying", "wait", wait, "error", err)
 		time.Sleep(wait)
 		wait = min(2*wait, cfg.Settings.RetryBackoffMax)
+	}
+}
+
+// setCut returns the registry watch's callback: batches are cut as for a
+// table being built or a live one.
+func (s *Sink) setCut(cfg cassandra.Config) func(building bool) {
+	return func(building bool) {
+		cut := cfg.Settings.LiveCut()
+		if building {
+			cut = cfg.Settings.BuildingCut()
+		}
+		s.batcher.SetCut(cut)
 	}
 }
 
