@@ -42,6 +42,16 @@ const (
 	MaxAmountCents = 10_000_000_000_000 // MaxQty × MaxPriceCents
 )
 
+// Size limits. An event or a field beyond them is refused (and so
+// dead-lettered with the reason) rather than carried through the pipeline,
+// where every stage would copy it and the sink would store it: a single
+// outsized event must not grow past the broker's message size on its way.
+const (
+	MaxEventBytes = 64 << 10 // the whole JSON event
+	MaxTextBytes  = 256      // id, type, user, sku and order, decoded
+	MaxURLBytes   = 4096     // url, decoded
+)
+
 // Event is one shop event. Which fields are set depends on Type:
 //
 //	page_view:   URL
@@ -85,6 +95,9 @@ func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 // are ignored, so producers may add fields without breaking the pipeline; a
 // JSON null counts as missing.
 func Parse(data []byte) (Event, error) {
+	if len(data) > MaxEventBytes {
+		return Event{}, &FieldError{Problem: fmt.Sprintf("event of %d bytes is larger than the limit of %d", len(data), MaxEventBytes)}
+	}
 	obj, ok := scanObject(data)
 	if !ok {
 		// Malformed, or a form the scan leaves alone (escaped member
@@ -260,12 +273,24 @@ func (o *fields) text(i int) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	limit := MaxTextBytes
+	if i == fieldURL {
+		limit = MaxURLBytes
+	}
+	// An escape is at most 6 bytes for 1: a longer value cannot decode
+	// within the limit, and is not decoded at all.
+	if len(v) > 6*limit+2 {
+		return "", &FieldError{Field: fieldNames[i], Problem: fmt.Sprintf("longer than %d bytes", limit)}
+	}
 	s, ok := o.str(v)
 	if !ok {
 		return "", &FieldError{Field: fieldNames[i], Problem: "must be a string"}
 	}
 	if s == "" {
 		return "", &FieldError{Field: fieldNames[i], Problem: "missing"}
+	}
+	if len(s) > limit {
+		return "", &FieldError{Field: fieldNames[i], Problem: fmt.Sprintf("longer than %d bytes", limit)}
 	}
 	return s, nil
 }

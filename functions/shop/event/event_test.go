@@ -3,6 +3,7 @@ package event_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,4 +67,36 @@ func FuzzParse(f *testing.F) {
 			t.Errorf("round trip of %s: %+v, %v", canon, again, err)
 		}
 	})
+}
+
+// An outsized event or field is refused with the field named, before it is
+// carried (and grown by re-encoding) through the pipeline.
+func TestParseRefusesOutsizedEvents(t *testing.T) {
+	page := func(id, url string) string {
+		return `{"id":"` + id + `","type":"page_view","user":"u1","time":"2026-11-01T10:00:00Z","url":"` + url + `"}`
+	}
+	tests := []struct {
+		name    string
+		payload string
+		field   string
+	}{
+		{name: "whole event", payload: page("e", "/") + strings.Repeat(" ", event.MaxEventBytes), field: ""},
+		{name: "id", payload: page(strings.Repeat("x", event.MaxTextBytes+1), "/"), field: "id"},
+		{name: "id of escapes", payload: page(strings.Repeat(`\u0041`, event.MaxTextBytes+1), "/"), field: "id"},
+		{name: "url", payload: page("e", strings.Repeat("/", event.MaxURLBytes+1)), field: "url"},
+		{name: "url of escapes", payload: page("e", strings.Repeat(`\"`, event.MaxURLBytes+1)), field: "url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := event.Parse([]byte(tt.payload))
+			var fe *event.FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field || !errors.Is(err, event.ErrInvalid) {
+				t.Fatalf("Parse: %v, want a FieldError for field %q", err, tt.field)
+			}
+		})
+	}
+	// At the limits an event is fine.
+	if _, err := event.Parse([]byte(page(strings.Repeat("x", event.MaxTextBytes), strings.Repeat("/", event.MaxURLBytes)))); err != nil {
+		t.Errorf("an event at the limits: %v", err)
+	}
 }
