@@ -25,6 +25,9 @@ type DestroyOptions struct {
 	// (the ledger too), the namespaces, the tenant and the keyspace. For
 	// throwaway tenants (tests, previews).
 	Purge bool
+	// Yes confirms Tables and Purge, which remove data: without it
+	// Destroy refuses them with ErrNotConfirmed and removes nothing.
+	Yes bool
 }
 
 // Destroy removes the pipeline: every function and sink of the manifests
