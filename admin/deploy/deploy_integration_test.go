@@ -51,7 +51,7 @@ func TestDeployShopPipeline(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Purge: true}); err != nil {
+		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Purge: true, Yes: true}); err != nil {
 			t.Logf("purging tenant %s: %v", tenant, err)
 		}
 	})

@@ -46,7 +46,7 @@ func TestDeployAppliesOffloadPolicies(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Purge: true}); err != nil {
+		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Purge: true, Yes: true}); err != nil {
 			t.Logf("purging tenant %s: %v", tenant, err)
 		}
 	})

@@ -68,7 +68,7 @@ func deployShopFrom(t testing.TB, name, dir string) *shop {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Tables: true, Purge: true}); err != nil {
+		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Tables: true, Purge: true, Yes: true}); err != nil {
 			t.Logf("purging tenant %s: %v", tenant, err)
 		}
 	})
