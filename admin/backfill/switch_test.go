@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/foldline/foldline/admin/deploy"
@@ -23,15 +21,6 @@ import (
 	"github.com/foldline/foldline/internal/testenv"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
-
-// logWriter sends progress lines to the test log.
-type logWriter struct{ t *testing.T }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
 
 // errInjected is the failure failingStore injects.
 var errInjected = errors.New("injected failure of the record write")
@@ -71,7 +60,7 @@ func switchEnv(t *testing.T) (*env, Options) {
 	opts := Options{
 		Options: deploy.Options{Command: target.Command{
 			Dir: filepath.Join(testenv.RepoRoot(), "manifests"), Target: target.Flags{Tenant: tenant},
-			Services: svc, Out: logWriter{t}, ErrOut: logWriter{t},
+			Services: svc, Out: testenv.LogWriter{T: t}, ErrOut: testenv.LogWriter{T: t},
 		}},
 		View: "user_activity", Poll: 100 * time.Millisecond, Timeout: 20 * time.Second,
 	}
@@ -259,26 +248,6 @@ func subscribeOldPath(t *testing.T, e *env) {
 	}
 }
 
-// publish sends n messages to topic, one entry each.
-func publish(t *testing.T, url, topic string, n int) {
-	t.Helper()
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	producer, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-	if err != nil {
-		t.Fatalf("producing to %s: %v", topic, err)
-	}
-	defer producer.Close()
-	for i := range n {
-		if _, err := producer.Send(t.Context(), &pulsar.ProducerMessage{Key: fmt.Sprint(i), Payload: []byte("{}")}); err != nil {
-			t.Fatalf("sending to %s: %v", topic, err)
-		}
-	}
-}
-
 // TestRequireIdenticalWaitsForTheOldPath checks that --require-identical
 // compares the tables only once the old path, which fills the active table,
 // has got as far through the ledger as the new one: an old path with a
@@ -289,7 +258,7 @@ func TestRequireIdenticalWaitsForTheOldPath(t *testing.T) {
 	e, opts := switchEnv(t)
 	subscribeOldPath(t, e)
 	ledger := e.set.Tenant.Ledger[0].Name
-	publish(t, opts.Services.PulsarURL, ledger, 5)
+	testenv.Publish(t, opts.Services.PulsarURL, ledger, 5)
 	rec := start(t, e, opts)
 	if rec.LedgerAtStart[ledger] != 5 {
 		t.Fatalf("ledger at the start %v, want 5 entries of %s", rec.LedgerAtStart, ledger)

@@ -45,19 +45,12 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 	if opts.removesData() && !opts.Yes {
 		return nil, fmt.Errorf("destroy %s removes data: pass --yes to confirm (nothing was removed): %w: %w", opts.dataFlags(), ErrNotConfirmed, exitcode.ErrUsage)
 	}
-	s, err := open(opts.Options)
+	s, b, err := openTenant(ctx, opts.Options)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
 	t := s.set.Tenant
-	if err := s.pulsar.RequireTenant(ctx, t.Name); err != nil {
-		return nil, err
-	}
-	b, err := readBackfilled(ctx, s)
-	if err != nil {
-		return nil, err
-	}
 	removed, err := DeleteStages(ctx, s.pulsar, append(slices.Clone(s.graph.Order), b.carrying...), opts.ErrOut)
 	if err != nil {
 		return removed, err
@@ -98,6 +91,25 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 		}
 	}
 	return removed, nil
+}
+
+// openTenant opens a session on an existing tenant and reads what its
+// backfills changed.
+func openTenant(ctx context.Context, opts Options) (*session, *backfilled, error) {
+	s, err := open(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.pulsar.RequireTenant(ctx, s.set.Tenant.Name); err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	b, err := readBackfilled(ctx, s)
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return s, b, nil
 }
 
 func (o DestroyOptions) removesData() bool { return o.Tables || o.Purge }
@@ -143,19 +155,12 @@ func viewTables(ctx context.Context, s *session) ([]viewTableSet, error) {
 // tables, with Purge also the tenant, its namespaces, their topics with
 // their entry counts, and the keyspace with its tables.
 func PreviewDestroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
-	s, err := open(opts.Options)
+	s, b, err := openTenant(ctx, opts.Options)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
 	t := s.set.Tenant
-	if err := s.pulsar.RequireTenant(ctx, t.Name); err != nil {
-		return nil, err
-	}
-	b, err := readBackfilled(ctx, s)
-	if err != nil {
-		return nil, err
-	}
 	lines := []string{fmt.Sprintf("functions and sinks (those deployed): the manifests' %d, backfills' %d, with their subscriptions", len(s.graph.Order), len(b.carrying))}
 	if opts.removesData() {
 		views, err := viewTables(ctx, s)

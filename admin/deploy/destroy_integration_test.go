@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/gocql/gocql"
 
@@ -47,21 +46,7 @@ func dataTenant(t *testing.T, clients *pulsarx.Clients, session *gocql.Session) 
 			t.Fatalf("creating namespace %s/%s: %v", tenant, ns.Name, err)
 		}
 	}
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: testenv.FromEnv().PulsarURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	producer, err := client.CreateProducer(pulsar.ProducerOptions{Topic: set.Tenant.Ledger[0].Name, DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer producer.Close()
-	for i := range 3 {
-		if _, err := producer.Send(ctx, &pulsar.ProducerMessage{Key: fmt.Sprint(i), Payload: []byte("{}")}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.Publish(t, testenv.FromEnv().PulsarURL, set.Tenant.Ledger[0].Name, 3)
 	keyspace = set.Tenant.Keyspace
 	for _, v := range set.Views {
 		schema := v.Schema()

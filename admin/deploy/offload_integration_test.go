@@ -40,7 +40,7 @@ func TestDeployAppliesOffloadPolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	log := testWriter{t}
+	log := testenv.LogWriter{T: t}
 	opts := deploy.Options{Command: target.Command{Dir: dir, Target: target.Flags{Tenant: tenant}, Services: svc, Out: log, ErrOut: log}, Wait: time.Minute}
 	ctx := t.Context()
 	t.Cleanup(func() {
