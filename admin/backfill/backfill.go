@@ -11,10 +11,12 @@
 // building. Its progress is read from the subscriptions' backlogs against
 // the ledger's size at the start; its record (which functions, the ledger
 // size, the state) lives in Cassandra next to the view registry, so the CLI
-// may exit and `--watch` takes over later. Once every stage has caught up,
-// the old and new tables are compared, the registry switches the view's
-// active table in one write, and the old path's functions that no other
-// view needs are deleted; the old table stays for rollback.
+// may exit and `--watch` takes over later. Once every stage (and the old
+// path) has caught up, the old and new tables are compared; the record
+// becomes switching, then the registry switches the view's active table in
+// one write, the old path's functions that no other view needs are deleted,
+// and the record becomes switched (finish); the old table stays for
+// rollback. Abort never drops the table the registry names active.
 package backfill
 
 import (
