@@ -11,10 +11,12 @@
 // building. Its progress is read from the subscriptions' backlogs against
 // the ledger's size at the start; its record (which functions, the ledger
 // size, the state) lives in Cassandra next to the view registry, so the CLI
-// may exit and `--watch` takes over later. Once every stage has caught up,
-// the old and new tables are compared, the registry switches the view's
-// active table in one write, and the old path's functions that no other
-// view needs are deleted; the old table stays for rollback.
+// may exit and `--watch` takes over later. Once every stage (and the old
+// path) has caught up, the old and new tables are compared; the record
+// becomes switching, then the registry switches the view's active table in
+// one write, the old path's functions that no other view needs are deleted,
+// and the record becomes switched (finish); the old table stays for
+// rollback. Abort never drops the table the registry names active.
 package backfill
 
 import (
@@ -36,16 +38,16 @@ import (
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/admin/progress"
-	"github.com/foldline/foldline/internal/cqlname"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
 // The states of a backfill (Record.State, Result.State).
 const (
-	StateRunning  = backfillrecord.StateRunning
-	StateSwitched = backfillrecord.StateSwitched
-	StateAborted  = backfillrecord.StateAborted
-	StateSnapshot = backfillrecord.StateSnapshot
+	StateRunning   = backfillrecord.StateRunning
+	StateSwitching = backfillrecord.StateSwitching
+	StateSwitched  = backfillrecord.StateSwitched
+	StateAborted   = backfillrecord.StateAborted
+	StateSnapshot  = backfillrecord.StateSnapshot
 )
 
 // Record is a backfill's record (see backfillrecord).
@@ -62,6 +64,11 @@ var (
 	// ErrNotCaughtUp: the watch timed out before every stage caught up;
 	// the backfill goes on.
 	ErrNotCaughtUp = errors.New("not caught up yet")
+	// ErrOldNotCaughtUp: the old path (the one filling the active table)
+	// did not reach the point of the ledger the new one had, so the tables
+	// cannot be compared; with --require-identical the backfill does not
+	// switch and goes on.
+	ErrOldNotCaughtUp = errors.New("the old version has not caught up")
 )
 
 // Options are backfill's settings. The embedded deploy options give the
@@ -134,7 +141,24 @@ type env struct {
 	view   *manifest.View
 	pulsar *pulsarx.Clients
 	cql    *gocql.Session
-	store  backfillrecord.Store
+	store  recordStore
+	// createStages deploys a backfill's stages: deploy.CreateStages.
+	createStages func(ctx context.Context, opts Options, stages []*manifest.Stage) error
+	// catchUpWait bounds the wait for the old path to catch up before the
+	// comparison. Default 2 minutes.
+	catchUpWait time.Duration
+}
+
+// recordStore keeps the backfill records: a backfillrecord.Store on the
+// tenant's keyspace. A test wraps it to make a write fail between two
+// steps of a backfill's state machine.
+type recordStore interface {
+	Ensure(ctx context.Context) error
+	Put(ctx context.Context, r *backfillrecord.Record) error
+	Claim(ctx context.Context, r *backfillrecord.Record) (*backfillrecord.Record, error)
+	List(ctx context.Context, view string) ([]*backfillrecord.Record, error)
+	Unfinished(ctx context.Context, view string) (*backfillrecord.Record, error)
+	ByTable(ctx context.Context, view, table string) (*backfillrecord.Record, error)
 }
 
 func (e *env) Close() { e.cql.Close() }
@@ -156,7 +180,12 @@ func open(ctx context.Context, opts Options) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &env{set: set, graph: graph, view: view, pulsar: pulsar, cql: cql, store: backfillrecord.Store{CQL: cql, Keyspace: set.Tenant.Keyspace}}, nil
+	e := &env{set: set, graph: graph, view: view, pulsar: pulsar, cql: cql,
+		store: backfillrecord.Store{CQL: cql, Keyspace: set.Tenant.Keyspace}, catchUpWait: 2 * time.Minute}
+	e.createStages = func(ctx context.Context, opts Options, stages []*manifest.Stage) error {
+		return deploy.CreateStages(ctx, opts.Options, e.pulsar, e.cql, e.set, stages)
+	}
+	return e, nil
 }
 
 // Start deploys a backfill of opts.View and returns its record without
@@ -174,7 +203,7 @@ func Start(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 
 func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 	ks, view := e.set.Tenant.Keyspace, e.view.Name
-	if running, err := e.store.Running(ctx, view); err != nil {
+	if running, err := e.store.Unfinished(ctx, view); err != nil {
 		return nil, err
 	} else if running != nil {
 		return nil, alreadyRunning(ks, running)
@@ -229,7 +258,7 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	} else {
 		fmt.Fprintf(opts.ErrOut, "backfilling %s into %s.%s (active: %s) over %d ledger entries\n", view, ks, rec.Table, orNone(rec.OldTable), sum(rec.LedgerAtStart))
 	}
-	if err := deploy.CreateStages(ctx, opts.Options, e.pulsar, e.cql, e.set, forked); err != nil {
+	if err := e.createStages(ctx, opts, forked); err != nil {
 		return rec, fmt.Errorf("deploying the backfill of %s (see foldline status; foldline backfill --abort %s removes it): %w", view, view, err)
 	}
 	return rec, nil
@@ -267,7 +296,7 @@ func Run(ctx context.Context, opts Options, watch bool) (*Result, error) {
 		return nil, err
 	}
 	defer e.Close()
-	rec, err := e.store.Running(ctx, e.view.Name)
+	rec, err := e.store.Unfinished(ctx, e.view.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -283,8 +312,13 @@ func Run(ctx context.Context, opts Options, watch bool) (*Result, error) {
 }
 
 // watch polls rec's progress until every stage has caught up twice in a
-// row, then finishes it.
+// row, then finishes it. A backfill recorded as switching has caught up
+// already: its switch is completed.
 func (e *env) watch(ctx context.Context, opts Options, rec *backfillrecord.Record) (*Result, error) {
+	if rec.State == backfillrecord.StateSwitching {
+		fmt.Fprintf(opts.ErrOut, "the backfill of %s was switching to %s: completing the switch\n", rec.View, rec.Table)
+		return e.finish(ctx, opts, rec)
+	}
 	var deadline time.Time
 	if opts.Timeout > 0 {
 		deadline = time.Now().Add(opts.Timeout)
@@ -389,60 +423,46 @@ type drawState struct {
 	lines int
 }
 
-// finish compares the tables, switches the registry, retires the old path
-// and drops old tables past their retention.
+// finish ends a backfill that has caught up in steps, each recorded
+// before the next is taken, so that wherever it stops (a crash, a failed
+// write) a re-run of --watch or --abort finds out how far it got:
+//
+//  1. running: the old path catches up, the tables are compared, the diff
+//     is recorded;
+//  2. switching is recorded, before anything changes;
+//  3. the registry switches the view to the new table;
+//  4. the old path's functions that no other view needs are retired;
+//  5. switched is recorded; old tables past their retention are dropped.
+//
+// A switching record resumes at step 3, and steps 3 to 5 are idempotent.
+// --abort refuses a backfill whose table the registry points at.
 func (e *env) finish(ctx context.Context, opts Options, rec *backfillrecord.Record) (*Result, error) {
 	ks := e.set.Tenant.Keyspace
-	res := &Result{View: rec.View, Table: rec.Table, OldTable: rec.OldTable, Retired: []string{}, Dropped: []string{}}
+	res := &Result{View: rec.View, Table: rec.Table, OldTable: rec.OldTable, State: rec.State, Retired: []string{}, Dropped: []string{}}
 	oldPath, err := e.currentPath(ctx, rec.View, rec.OldTable)
 	if err != nil {
 		return nil, err
 	}
-	if rec.OldTable != "" {
-		if err := e.waitCaughtUp(ctx, opts, oldPath); err != nil {
-			fmt.Fprintf(opts.ErrOut, "comparing anyway: %v\n", err)
+	if rec.State == backfillrecord.StateRunning {
+		if err := e.compare(ctx, opts, rec, oldPath); err != nil {
+			res.Diff = rec.Diff
+			return res, err
 		}
-		oldSchema, err := e.registeredSchema(ctx, rec.View, rec.OldTable)
-		if err != nil {
-			return nil, err
-		}
-		newSchema, err := e.registeredSchema(ctx, rec.View, rec.Table)
-		if err != nil {
-			return nil, err
-		}
-		if rec.Diff, err = compareTables(ctx, e.cql, oldSchema, newSchema); err != nil {
-			return nil, err
-		}
-		res.Diff = rec.Diff
+		rec.State = backfillrecord.StateSwitching
 		if err := e.store.Put(ctx, rec); err != nil {
 			return nil, err
 		}
-		if !opts.JSON {
-			fmt.Fprintf(opts.ErrOut, "%s.%s vs %s.%s: %s\n", ks, rec.OldTable, ks, rec.Table, rec.Diff)
-			for _, ex := range rec.Diff.Examples {
-				fmt.Fprintln(opts.ErrOut, "  "+ex)
-			}
-		}
-		if opts.RequireIdentical && !rec.Diff.Identical() {
-			res.State = rec.State
-			return res, fmt.Errorf("backfill of %s: %s: %w (it keeps running: foldline backfill --abort %s drops it; without --require-identical it switches)",
-				rec.View, rec.Diff, ErrNotIdentical, rec.View)
-		}
 	}
+	res.Diff = rec.Diff
 	if _, err := registry.Activate(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
 		return nil, err
 	}
-	rec.State, rec.FinishedAt, rec.KeepOldUntil = backfillrecord.StateSwitched, time.Now().UTC(), time.Now().Add(opts.KeepOld).UTC()
-	if err := e.store.Put(ctx, rec); err != nil {
-		return nil, err
-	}
-	res.State = rec.State
 	fmt.Fprintf(opts.ErrOut, "view %s now reads %s.%s (was %s)\n", rec.View, ks, rec.Table, orNone(rec.OldTable))
 	// Earlier backfills of the view whose tables are no longer active (a
 	// rollback with views --activate skipped them) are retired too.
 	records, err := e.store.List(ctx, rec.View)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	for _, r := range records {
 		if r.State == backfillrecord.StateSwitched && r.Table != rec.Table {
@@ -451,16 +471,64 @@ func (e *env) finish(ctx context.Context, opts Options, rec *backfillrecord.Reco
 	}
 	retire, err := e.unshared(ctx, rec.View, oldPath)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	if res.Retired, err = deploy.DeleteStages(ctx, e.pulsar, retire, opts.ErrOut); err != nil {
-		return res, fmt.Errorf("retiring the old functions of %s: %w", rec.View, err)
+		return nil, fmt.Errorf("retiring the old functions of %s (foldline backfill --watch %s completes the switch): %w", rec.View, rec.View, err)
 	}
-	res.Dropped, err = e.dropExpired(ctx, rec.View)
 	if res.Retired == nil {
 		res.Retired = []string{}
 	}
+	rec.State, rec.FinishedAt, rec.KeepOldUntil = backfillrecord.StateSwitched, time.Now().UTC(), time.Now().Add(opts.KeepOld).UTC()
+	if err := e.store.Put(ctx, rec); err != nil {
+		return nil, err
+	}
+	res.State = rec.State
+	res.Dropped, err = e.dropExpired(ctx, rec.View)
 	return res, err
+}
+
+// compare waits for the old path to catch up, compares the old and new
+// tables and records the diff; with --require-identical a difference, or
+// an old path that has not caught up, is an error and rec stays running.
+// A view that had no table has nothing to compare.
+func (e *env) compare(ctx context.Context, opts Options, rec *backfillrecord.Record, oldPath []*manifest.Stage) error {
+	if rec.OldTable == "" {
+		return nil
+	}
+	ks := e.set.Tenant.Keyspace
+	if err := e.oldCaughtUp(ctx, opts, rec, oldPath); err != nil {
+		if !errors.Is(err, ErrOldNotCaughtUp) || opts.RequireIdentical {
+			return fmt.Errorf("backfill of %s: comparing %s.%s with %s.%s: %w (it keeps running: foldline backfill --watch %s tries again, --abort %s drops it)",
+				rec.View, ks, rec.Table, ks, rec.OldTable, err, rec.View, rec.View)
+		}
+		fmt.Fprintf(opts.ErrOut, "comparing anyway (a difference may be the old version's lag): %v\n", err)
+	}
+	oldSchema, err := e.registeredSchema(ctx, rec.View, rec.OldTable)
+	if err != nil {
+		return err
+	}
+	newSchema, err := e.registeredSchema(ctx, rec.View, rec.Table)
+	if err != nil {
+		return err
+	}
+	if rec.Diff, err = compareTables(ctx, e.cql, oldSchema, newSchema); err != nil {
+		return err
+	}
+	if err := e.store.Put(ctx, rec); err != nil {
+		return err
+	}
+	if !opts.JSON {
+		fmt.Fprintf(opts.ErrOut, "%s.%s vs %s.%s: %s\n", ks, rec.OldTable, ks, rec.Table, rec.Diff)
+		for _, ex := range rec.Diff.Examples {
+			fmt.Fprintln(opts.ErrOut, "  "+ex)
+		}
+	}
+	if opts.RequireIdentical && !rec.Diff.Identical() {
+		return fmt.Errorf("backfill of %s: %s: %w (it keeps running: foldline backfill --abort %s drops it; without --require-identical it switches)",
+			rec.View, rec.Diff, ErrNotIdentical, rec.View)
+	}
+	return nil
 }
 
 // currentPath returns the stages that fill table: the path of the backfill
@@ -473,7 +541,7 @@ func (e *env) currentPath(ctx context.Context, view, table string) ([]*manifest.
 	if err != nil {
 		return nil, err
 	}
-	if rec != nil && rec.State == backfillrecord.StateSwitched {
+	if rec != nil && rec.MayCarry() {
 		return backfillrecord.StagesOf(rec.Stages), nil
 	}
 	return e.graph.PathTo(view), nil
@@ -508,29 +576,31 @@ func (e *env) unshared(ctx context.Context, view string, path []*manifest.Stage)
 	return out, nil
 }
 
-// waitCaughtUp waits (a bounded while) until the old path's backlogs are
-// under the threshold too, so that the comparison sees both tables at the
-// same point of the ledger.
-func (e *env) waitCaughtUp(ctx context.Context, opts Options, path []*manifest.Stage) error {
-	deadline := time.Now().Add(2 * time.Minute)
+// oldCaughtUp waits, up to e.catchUpWait, until the old path (the stages
+// filling the active table) has reached the point of the ledger the new
+// path had when it caught up: every stage past the ledger's size at the
+// backfill's start, with a backlog of at most the threshold. Only then do
+// the two tables hold the same events. A stage without its subscription
+// cannot be measured: that is reported at once. Either is an
+// ErrOldNotCaughtUp error that says which stage is behind.
+func (e *env) oldCaughtUp(ctx context.Context, opts Options, rec *backfillrecord.Record, path []*manifest.Stage) error {
+	old := &backfillrecord.Record{View: rec.View, Table: rec.OldTable, State: backfillrecord.StateRunning,
+		Stages: backfillrecord.RefsOf(path), LedgerAtStart: rec.LedgerAtStart, StartedAt: rec.StartedAt}
+	deadline := time.Now().Add(e.catchUpWait)
 	for {
-		behind := ""
-		for _, st := range path {
-			for _, in := range st.Inputs {
-				sub, ok, err := pulsarx.Subscription(ctx, e.pulsar, in, st.SubName)
-				if err != nil {
-					return err
-				}
-				if ok && sub.MsgBacklog > opts.Threshold && behind == "" {
-					behind = fmt.Sprintf("%s has %d entries of backlog", st.FullName(), sub.MsgBacklog)
-				}
-			}
+		snap, err := snapshot(ctx, e.pulsar, old, opts.Threshold, time.Now())
+		if err != nil {
+			return err
 		}
-		if behind == "" {
+		if snap.CaughtUp {
 			return nil
 		}
+		behind, measurable := lagging(snap, opts.Threshold)
+		if !measurable {
+			return fmt.Errorf("cannot tell how far the old version is: %s: %w", behind, ErrOldNotCaughtUp)
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the old version is not caught up: %s", behind)
+			return fmt.Errorf("after waiting %s, %s: %w", e.catchUpWait, behind, ErrOldNotCaughtUp)
 		}
 		select {
 		case <-ctx.Done():
@@ -538,6 +608,22 @@ func (e *env) waitCaughtUp(ctx context.Context, opts Options, path []*manifest.S
 		case <-time.After(opts.Poll):
 		}
 	}
+}
+
+// lagging describes the first stage of s that has not caught up, and
+// reports whether it can be measured at all (it has its subscriptions).
+func lagging(s *Snapshot, threshold int64) (string, bool) {
+	for _, p := range s.Stages {
+		switch {
+		case p.unsubscribed > 0:
+			return fmt.Sprintf("%s has no subscription %s on %d of its inputs", p.Name, p.Subscription, p.unsubscribed), false
+		case p.Done < p.Total:
+			return fmt.Sprintf("%s has done %d of the %d ledger entries the new version did", p.Name, p.Done, p.Total), true
+		case p.Backlog > threshold:
+			return fmt.Sprintf("%s has %d entries of backlog", p.Name, p.Backlog), true
+		}
+	}
+	return "its progress cannot be read", false
 }
 
 // registeredSchema returns a table's definition from the registry.
@@ -581,11 +667,12 @@ func (e *env) dropExpired(ctx context.Context, view string) ([]string, error) {
 		if r.State != backfillrecord.StateSwitched || old == "" || old == entry.ActiveTable || !registered[old] || time.Now().Before(r.KeepOldUntil) {
 			continue
 		}
-		if err := e.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %s`, cqlname.Table(ks, old))).WithContext(ctx).Exec(); err != nil {
-			return dropped, fmt.Errorf("dropping old table %s.%s: %w", ks, old, err)
-		}
-		if err := registry.Unregister(ctx, e.cql, ks, view, old); err != nil {
-			return dropped, err
+		err := registry.Drop(ctx, e.cql, ks, view, old)
+		switch {
+		case errors.Is(err, registry.ErrActiveTable):
+			continue // activated again since the registry was read
+		case err != nil:
+			return dropped, fmt.Errorf("dropping an old table of %s: %w", view, err)
 		}
 		registered[old] = false
 		dropped = append(dropped, ks+"."+old)
@@ -593,9 +680,12 @@ func (e *env) dropExpired(ctx context.Context, view string) ([]string, error) {
 	return dropped, nil
 }
 
-// Abort removes view's running backfill: its functions and subscriptions,
-// its topics, its table and the table's registration. The active table is
-// untouched.
+// Abort removes view's unfinished backfill: its functions and
+// subscriptions, its topics, its table and the table's registration. The
+// active table is untouched: a backfill whose table the registry points at
+// (a switch made but not recorded as complete) is refused with
+// registry.ErrActiveTable before anything is removed, and the drop itself
+// checks the registry again.
 func Abort(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 	opts.defaults()
 	e, err := open(ctx, opts)
@@ -603,22 +693,35 @@ func Abort(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 		return nil, err
 	}
 	defer e.Close()
+	return e.abort(ctx, opts)
+}
+
+func (e *env) abort(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 	ks := e.set.Tenant.Keyspace
-	rec, err := e.store.Running(ctx, e.view.Name)
+	rec, err := e.store.Unfinished(ctx, e.view.Name)
 	if err != nil {
 		return nil, err
 	}
 	if rec == nil {
 		return nil, fmt.Errorf("view %s: %w (to go back to an older table after a switch: foldline views --activate TABLE): %w", e.view.Name, ErrNoBackfill, exitcode.ErrNotFound)
 	}
+	entry, err := registry.Get(ctx, e.cql, ks, rec.View)
+	if err != nil {
+		return nil, err
+	}
+	if entry.ActiveTable == rec.Table {
+		back := ""
+		if rec.OldTable != "" {
+			back = fmt.Sprintf(", or go back with foldline views --activate %s and then abort", rec.OldTable)
+		}
+		return nil, fmt.Errorf("aborting the backfill of %s: the view already reads %s.%s (the backfill is %s): complete it with foldline backfill --watch %s%s: %w: %w",
+			rec.View, ks, rec.Table, rec.State, rec.View, back, registry.ErrActiveTable, exitcode.ErrUsage)
+	}
 	if _, err := e.removeStages(ctx, opts, rec); err != nil {
 		return nil, err
 	}
-	if err := e.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %s`, cqlname.Table(ks, rec.Table))).WithContext(ctx).Exec(); err != nil {
-		return nil, fmt.Errorf("dropping table %s.%s: %w", ks, rec.Table, err)
-	}
-	if err := registry.Unregister(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
-		return nil, err
+	if err := registry.Drop(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
+		return nil, fmt.Errorf("aborting the backfill of %s: %w", rec.View, err)
 	}
 	rec.State, rec.FinishedAt = backfillrecord.StateAborted, time.Now().UTC()
 	if err := e.store.Put(ctx, rec); err != nil {
@@ -659,7 +762,7 @@ func Running(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, k
 	}
 	var out []*Snapshot
 	for _, r := range records {
-		if r.State != backfillrecord.StateRunning {
+		if !r.Unfinished() {
 			continue
 		}
 		s, err := snapshot(ctx, pulsar, r, 0, time.Now())

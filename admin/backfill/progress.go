@@ -44,6 +44,8 @@ type StageProgress struct {
 	// wrong): an instance down with its error, a subscription or function
 	// missing.
 	Problem string `json:"problem,omitempty"`
+	// unsubscribed counts the inputs without the stage's subscription.
+	unsubscribed int
 }
 
 // Snapshot is a backfill's progress at one moment (-o json prints one per
@@ -94,7 +96,7 @@ func failureFlood(processed, failed int64, latest, deadLetterTopic string) strin
 // stage's backlog was read.
 func snapshot(ctx context.Context, pulsar *pulsarx.Clients, r *backfillrecord.Record, threshold int64, now time.Time) (*Snapshot, error) {
 	s := &Snapshot{View: r.View, Table: r.Table, OldTable: r.OldTable, State: r.State, Until: r.Until, At: now.UTC(),
-		Elapsed: now.Sub(r.StartedAt).Seconds(), CaughtUp: r.State == backfillrecord.StateRunning}
+		Elapsed: now.Sub(r.StartedAt).Seconds(), CaughtUp: r.Unfinished()}
 	for _, ref := range r.Stages {
 		p := StageProgress{Name: ref.Name, Kind: ref.Kind, Subscription: ref.SubName}
 		var problems []string
@@ -105,6 +107,7 @@ func snapshot(ctx context.Context, pulsar *pulsarx.Clients, r *backfillrecord.Re
 			}
 			if !ok {
 				problems = append(problems, "no subscription on "+in)
+				p.unsubscribed++
 				s.CaughtUp = false
 				continue
 			}

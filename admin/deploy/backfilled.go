@@ -19,8 +19,8 @@ type backfilled struct {
 	// retired maps a manifest stage's full name to why deploy leaves it
 	// alone.
 	retired map[string]string
-	// carrying are the backfills' stages that may run: those of running
-	// and switched backfills (destroy removes them too).
+	// carrying are the backfills' stages that may run: those of running,
+	// switching and switched backfills (destroy removes them too).
 	carrying []*manifest.Stage
 }
 
@@ -38,7 +38,7 @@ func readBackfilled(ctx context.Context, s *session) (*backfilled, error) {
 		return nil, err
 	}
 	for _, r := range records {
-		if r.State == backfillrecord.StateRunning || r.State == backfillrecord.StateSwitched {
+		if r.Unfinished() || r.MayCarry() {
 			b.carrying = append(b.carrying, backfillrecord.StagesOf(r.Stages)...)
 		}
 	}
@@ -50,7 +50,7 @@ func readBackfilled(ctx context.Context, s *session) (*backfilled, error) {
 			return nil, err
 		}
 		i := slices.IndexFunc(records, func(r *backfillrecord.Record) bool {
-			return r.View == v.Name && r.Table == entry.ActiveTable && r.State == backfillrecord.StateSwitched
+			return r.View == v.Name && r.Table == entry.ActiveTable && r.MayCarry()
 		})
 		for _, st := range s.graph.PathTo(v.Name) {
 			if i < 0 {

@@ -1,12 +1,19 @@
 package deploy
 
 import (
+	"bufio"
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/target"
+	"github.com/foldline/foldline/admin/progress"
 )
 
 // NewPlanCommand returns `foldline plan`.
@@ -88,15 +95,25 @@ func NewDestroyCommand() *cobra.Command {
 		Short: "Remove the pipeline's functions and subscriptions (and, with flags, more)",
 		Long: `Remove the functions and sinks of the manifests in DIR (default manifests/),
 downstream first, and their subscriptions. The ledger, topics and tables stay unless
-asked: --tables also drops the views' tables (every version) and their registry
-entries; --purge removes everything deploy created, the ledger included (topics,
-namespaces, tenant, keyspace): meant for throwaway tenants.`,
-		Example: "  foldline destroy\n  foldline destroy --tenant shop-test --purge",
+asked: --tables also drops the views' tables (every version, the active one too) and
+their registry entries; --purge removes everything deploy created, the ledger included
+(topics, namespaces, tenant, keyspace): meant for throwaway tenants.
+
+--tables and --purge remove data: destroy first prints what will go (functions,
+tables, and with --purge the tenant, namespaces, topics with their entry counts and
+the keyspace), then asks on a terminal; --yes confirms without asking. Without --yes
+and with no terminal on stdin it removes nothing and exits 2.`,
+		Example: "  foldline destroy\n  foldline destroy --tenant shop-test --purge --yes",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := opts.Bind(cmd, args)
 			if err != nil {
 				return err
+			}
+			if opts.removesData() {
+				if err := confirmDestroy(cmd.Context(), &opts, cmd.InOrStdin()); err != nil {
+					return err
+				}
 			}
 			removed, err := Destroy(cmd.Context(), opts)
 			if asJSON {
@@ -115,5 +132,36 @@ namespaces, tenant, keyspace): meant for throwaway tenants.`,
 	opts.Target.Register(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.Tables, "tables", false, "also drop the views' tables and registry entries")
 	cmd.Flags().BoolVar(&opts.Purge, "purge", false, "remove everything: topics (ledger too), namespaces, tenant, keyspace")
+	cmd.Flags().BoolVar(&opts.Yes, "yes", false, "confirm --tables or --purge without being asked")
 	return cmd
+}
+
+// confirmDestroy prints what a destroy that removes data will remove and,
+// without --yes, asks on the terminal; with no terminal to ask on it refuses
+// with ErrNotConfirmed (exit 2). Nothing is removed before the answer.
+func confirmDestroy(ctx context.Context, opts *DestroyOptions, in io.Reader) error {
+	lines, err := PreviewDestroy(ctx, *opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.ErrOut, "foldline destroy %s will remove:\n", opts.dataFlags())
+	for _, line := range lines {
+		fmt.Fprintln(opts.ErrOut, "  "+line)
+	}
+	if opts.Yes {
+		return nil
+	}
+	if !progress.IsTerminal(in) {
+		return fmt.Errorf("destroy %s removes data and stdin is not a terminal to ask on: pass --yes to confirm (nothing was removed): %w: %w", opts.dataFlags(), ErrNotConfirmed, exitcode.ErrUsage)
+	}
+	fmt.Fprint(opts.ErrOut, "Remove all of this? [y/N] ")
+	answer, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("reading the answer: %w", err)
+	}
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		return fmt.Errorf("destroy %s cancelled (nothing was removed): %w", opts.dataFlags(), ErrNotConfirmed)
+	}
+	opts.Yes = true
+	return nil
 }

@@ -20,15 +20,6 @@ import (
 	"github.com/foldline/foldline/internal/testenv"
 )
 
-// testWriter sends progress lines to the test log.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 // TestDeployShopPipeline deploys the shop manifests into a tenant of its
 // own, deploys again (nothing may change), checks status and views, checks
 // that stock pulsar-admin accepts a function config file as it is, then
@@ -36,7 +27,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 func TestDeployShopPipeline(t *testing.T) {
 	svc := testenv.All(t)
 	tenant := fmt.Sprintf("fltest-deploy-%d", time.Now().UnixNano()%1_000_000)
-	log := testWriter{t}
+	log := testenv.LogWriter{T: t}
 	opts := deploy.Options{
 		Command: target.Command{
 			Dir:      filepath.Join(testenv.RepoRoot(), "manifests"),
@@ -51,7 +42,7 @@ func TestDeployShopPipeline(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Purge: true}); err != nil {
+		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Purge: true, Yes: true}); err != nil {
 			t.Logf("purging tenant %s: %v", tenant, err)
 		}
 	})

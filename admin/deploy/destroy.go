@@ -11,9 +11,11 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/gocql/gocql"
 
+	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/owner"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/internal/cqlname"
 )
 
@@ -27,30 +29,35 @@ type DestroyOptions struct {
 	// (the ledger too), the namespaces, the tenant and the keyspace. For
 	// throwaway tenants (tests, previews).
 	Purge bool
+	// Yes confirms Tables and Purge, which remove data: without it
+	// Destroy refuses them with ErrNotConfirmed and removes nothing.
+	Yes bool
 }
+
+// ErrNotConfirmed is the error for a destroy that would remove data
+// (Tables, Purge) without confirmation (DestroyOptions.Yes, the prompt).
+var ErrNotConfirmed = errors.New("not confirmed")
 
 // Destroy removes the pipeline: every function and sink of the manifests
 // (downstream first) and their subscriptions; with Tables the view tables;
-// with Purge everything else. It returns what it removed.
+// with Purge everything else. It returns what it removed. Tables and Purge
+// without Yes are refused with ErrNotConfirmed (a usage error) before
+// anything is removed.
 func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
-	s, err := open(opts.Options)
+	if opts.removesData() && !opts.Yes {
+		return nil, fmt.Errorf("destroy %s removes data: pass --yes to confirm (nothing was removed): %w: %w", opts.dataFlags(), ErrNotConfirmed, exitcode.ErrUsage)
+	}
+	s, b, err := openTenant(ctx, opts.Options)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
 	t := s.set.Tenant
-	if opts.Tables || opts.Purge {
-		// Before anything is removed: never another tenant's keyspace.
+	if opts.removesData() {
+		// Before anything is removed or listed: never another tenant's keyspace.
 		if _, err := owner.Check(ctx, s.cql, t.Keyspace, t.Name); err != nil {
 			return nil, err
 		}
-	}
-	if err := s.pulsar.RequireTenant(ctx, t.Name); err != nil {
-		return nil, err
-	}
-	b, err := readBackfilled(ctx, s)
-	if err != nil {
-		return nil, err
 	}
 	removed, err := DeleteStages(ctx, s.pulsar, append(slices.Clone(s.graph.Order), b.carrying...), opts.ErrOut)
 	if err != nil {
@@ -61,26 +68,22 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 		fmt.Fprintln(opts.ErrOut, line)
 		removed = append(removed, line)
 	}
-	if opts.Tables || opts.Purge {
-		for _, v := range s.set.Views {
-			tables := []string{v.Table()}
-			entry, err := registry.Get(ctx, s.cql, v.Keyspace, v.Name)
-			if err != nil && !isMissingTable(err) {
-				return removed, err
-			}
-			for _, ver := range entry.Versions {
-				if !slices.Contains(tables, ver.Table) {
-					tables = append(tables, ver.Table)
+	if opts.removesData() {
+		views, err := viewTables(ctx, s)
+		if err != nil {
+			return removed, err
+		}
+		for _, v := range views {
+			// Every version, the active one too: destroy --tables is
+			// confirmed and means the view goes.
+			for _, table := range v.tables {
+				if err := s.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %s`, cqlname.Table(v.view.Keyspace, table))).WithContext(ctx).Exec(); err != nil {
+					return removed, fmt.Errorf("dropping table %s.%s: %w", v.view.Keyspace, table, err)
 				}
+				note("dropped table %s.%s", v.view.Keyspace, table)
 			}
-			for _, table := range tables {
-				if err := s.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %s`, cqlname.Table(v.Keyspace, table))).WithContext(ctx).Exec(); err != nil {
-					return removed, fmt.Errorf("dropping table %s.%s: %w", v.Keyspace, table, err)
-				}
-				note("dropped table %s.%s", v.Keyspace, table)
-			}
-			if len(entry.Versions) > 0 {
-				if err := registry.Remove(ctx, s.cql, v.Keyspace, v.Name); err != nil {
+			if v.registered {
+				if err := registry.Remove(ctx, s.cql, v.view.Keyspace, v.view.Name); err != nil {
 					return removed, err
 				}
 			}
@@ -96,6 +99,129 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 		}
 	}
 	return removed, nil
+}
+
+// openTenant opens a session on an existing tenant and reads what its
+// backfills changed.
+func openTenant(ctx context.Context, opts Options) (*session, *backfilled, error) {
+	s, err := open(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.pulsar.RequireTenant(ctx, s.set.Tenant.Name); err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	b, err := readBackfilled(ctx, s)
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return s, b, nil
+}
+
+func (o DestroyOptions) removesData() bool { return o.Tables || o.Purge }
+
+// dataFlags names the flags that make destroy remove data.
+func (o DestroyOptions) dataFlags() string {
+	if o.Purge {
+		return "--purge"
+	}
+	return "--tables"
+}
+
+// viewTableSet is a view's tables: the manifests' and every version the
+// registry knows.
+type viewTableSet struct {
+	view       *manifest.View
+	tables     []string
+	registered bool
+}
+
+// viewTables returns the tables of every view of the manifests.
+func viewTables(ctx context.Context, s *session) ([]viewTableSet, error) {
+	var out []viewTableSet
+	for _, v := range s.set.Views {
+		set := viewTableSet{view: v, tables: []string{v.Table()}}
+		entry, err := registry.Get(ctx, s.cql, v.Keyspace, v.Name)
+		if err != nil && !isMissingTable(err) {
+			return nil, err
+		}
+		for _, ver := range entry.Versions {
+			if !slices.Contains(set.tables, ver.Table) {
+				set.tables = append(set.tables, ver.Table)
+			}
+		}
+		set.registered = len(entry.Versions) > 0
+		out = append(out, set)
+	}
+	return out, nil
+}
+
+// PreviewDestroy lists what Destroy with opts would remove, one line per
+// thing, without removing anything: the functions, with Tables the view
+// tables, with Purge also the tenant, its namespaces, their topics with
+// their entry counts, and the keyspace with its tables.
+func PreviewDestroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
+	s, b, err := openTenant(ctx, opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	t := s.set.Tenant
+	if opts.removesData() {
+		// Before anything is removed or listed: never another tenant's keyspace.
+		if _, err := owner.Check(ctx, s.cql, t.Keyspace, t.Name); err != nil {
+			return nil, err
+		}
+	}
+	lines := []string{fmt.Sprintf("functions and sinks (those deployed): the manifests' %d, backfills' %d, with their subscriptions", len(s.graph.Order), len(b.carrying))}
+	if opts.removesData() {
+		views, err := viewTables(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range views {
+			for _, table := range v.tables {
+				lines = append(lines, fmt.Sprintf("table %s.%s (view %s)", v.view.Keyspace, table, v.view.Name))
+			}
+		}
+	}
+	if !opts.Purge {
+		return lines, nil
+	}
+	lines = append(lines, "tenant "+t.Name)
+	namespaces, err := s.pulsar.Admin.Namespaces().GetNamespacesWithContext(ctx, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("listing namespaces of %s: %w", t.Name, err)
+	}
+	for _, full := range namespaces {
+		lines = append(lines, "namespace "+full)
+		ns, err := utils.GetNamespaceName(full)
+		if err != nil {
+			return nil, fmt.Errorf("naming namespace %s: %w", full, err)
+		}
+		topics, err := listTopics(ctx, s.pulsar, *ns)
+		if err != nil {
+			return nil, err
+		}
+		for _, topic := range topics {
+			n, err := pulsarx.Entries(ctx, s.pulsar, topic.name)
+			if err != nil {
+				return nil, err
+			}
+			lines = append(lines, fmt.Sprintf("topic %s (%d entries)", topic.name, n))
+		}
+	}
+	var tables []string
+	iter := s.cql.Query(`SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?`, t.Keyspace).WithContext(ctx).Iter()
+	for name := ""; iter.Scan(&name); {
+		tables = append(tables, name)
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("listing the tables of keyspace %s: %w", t.Keyspace, err)
+	}
+	return append(lines, fmt.Sprintf("keyspace %s with its %d tables %v", t.Keyspace, len(tables), tables)), nil
 }
 
 // deleteSubscription removes a subscription the function's cleanup left
@@ -196,14 +322,22 @@ func purge(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, ten
 	return append(done, "dropped keyspace "+keyspace), nil
 }
 
-// deleteTopics deletes every topic of namespace ns, partitioned ones whole.
-func deleteTopics(ctx context.Context, pulsar *pulsarx.Clients, ns utils.NameSpaceName) ([]string, error) {
-	var done []string
-	full := ns.String()
+// namespaceTopic is a topic of a namespace: a partitioned topic (whole) or
+// a non-partitioned one.
+type namespaceTopic struct {
+	name           string
+	tn             utils.TopicName
+	nonPartitioned bool
+}
+
+// listTopics returns the topics of namespace ns, a partitioned topic once
+// (not its partitions).
+func listTopics(ctx context.Context, pulsar *pulsarx.Clients, ns utils.NameSpaceName) ([]namespaceTopic, error) {
 	partitioned, plain, err := pulsar.Admin.Topics().ListWithContext(ctx, ns)
 	if err != nil {
-		return done, fmt.Errorf("listing topics of %s: %w", full, err)
+		return nil, fmt.Errorf("listing topics of %s: %w", ns.String(), err)
 	}
+	var out []namespaceTopic
 	for _, list := range []struct {
 		names          []string
 		nonPartitioned bool
@@ -211,16 +345,29 @@ func deleteTopics(ctx context.Context, pulsar *pulsarx.Clients, ns utils.NameSpa
 		for _, topic := range list.names {
 			tn, err := utils.GetTopicName(topic)
 			if err != nil {
-				return done, fmt.Errorf("naming topic %s: %w", topic, err)
+				return nil, fmt.Errorf("naming topic %s: %w", topic, err)
 			}
 			if list.nonPartitioned && tn.GetPartitionIndex() >= 0 {
 				continue // a partition: goes with its partitioned topic
 			}
-			if err := pulsar.Admin.Topics().DeleteWithContext(ctx, *tn, true, list.nonPartitioned); err != nil && !pulsarx.IsNotFound(err) {
-				return done, fmt.Errorf("deleting topic %s: %w", topic, err)
-			}
-			done = append(done, "deleted topic "+topic)
+			out = append(out, namespaceTopic{name: topic, tn: *tn, nonPartitioned: list.nonPartitioned})
 		}
+	}
+	return out, nil
+}
+
+// deleteTopics deletes every topic of namespace ns, partitioned ones whole.
+func deleteTopics(ctx context.Context, pulsar *pulsarx.Clients, ns utils.NameSpaceName) ([]string, error) {
+	topics, err := listTopics(ctx, pulsar, ns)
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	for _, topic := range topics {
+		if err := pulsar.Admin.Topics().DeleteWithContext(ctx, topic.tn, true, topic.nonPartitioned); err != nil && !pulsarx.IsNotFound(err) {
+			return done, fmt.Errorf("deleting topic %s: %w", topic.name, err)
+		}
+		done = append(done, "deleted topic "+topic.name)
 	}
 	return done, nil
 }

@@ -40,13 +40,13 @@ func TestDeployAppliesOffloadPolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	log := testWriter{t}
+	log := testenv.LogWriter{T: t}
 	opts := deploy.Options{Command: target.Command{Dir: dir, Target: target.Flags{Tenant: tenant}, Services: svc, Out: log, ErrOut: log}, Wait: time.Minute}
 	ctx := t.Context()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Purge: true}); err != nil {
+		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Purge: true, Yes: true}); err != nil {
 			t.Logf("purging tenant %s: %v", tenant, err)
 		}
 	})

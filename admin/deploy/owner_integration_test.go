@@ -69,7 +69,7 @@ func TestDeployAndDestroyRefuseAnotherTenantsKeyspace(t *testing.T) {
 			Dir:      filepath.Join(testenv.RepoRoot(), "manifests"),
 			Target:   target.Flags{Tenant: tenant},
 			Services: svc,
-			Out:      testWriter{t}, ErrOut: testWriter{t},
+			Out:      testenv.LogWriter{T: t}, ErrOut: testenv.LogWriter{T: t},
 		},
 		CacheDir: filepath.Join(t.TempDir(), "bin"),
 	}
@@ -86,7 +86,7 @@ func TestDeployAndDestroyRefuseAnotherTenantsKeyspace(t *testing.T) {
 		if err := pulsar.Admin.Tenants().CreateWithContext(ctx, utils.TenantData{Name: tenant, AllowedClusters: []string{"standalone"}}); err != nil {
 			t.Fatalf("creating tenant %s: %v", tenant, err)
 		}
-		_, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Tables: true, Purge: true})
+		_, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Tables: true, Purge: true, Yes: true})
 		if !errors.Is(err, owner.ErrForeign) {
 			t.Fatalf("destroy --purge = %v, want owner.ErrForeign", err)
 		}

@@ -37,13 +37,6 @@ type shop struct {
 	ledger [][]byte
 }
 
-type logWriter struct{ t testing.TB }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 func deployShop(t testing.TB, name string) *shop {
 	t.Helper()
 	return deployShopFrom(t, name, filepath.Join(testenv.RepoRoot(), "manifests"))
@@ -60,7 +53,7 @@ func deployShopFrom(t testing.TB, name, dir string) *shop {
 			Dir:      dir,
 			Target:   target.Flags{Tenant: tenant},
 			Services: svc,
-			Out:      logWriter{t}, ErrOut: logWriter{t},
+			Out:      testenv.LogWriter{T: t}, ErrOut: testenv.LogWriter{T: t},
 		},
 		CacheDir: filepath.Join(os.TempDir(), "foldline-test-bin"),
 		Wait:     5 * time.Minute,
@@ -68,7 +61,7 @@ func deployShopFrom(t testing.TB, name, dir string) *shop {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Tables: true, Purge: true}); err != nil {
+		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Tables: true, Purge: true, Yes: true}); err != nil {
 			t.Logf("purging tenant %s: %v", tenant, err)
 		}
 	})

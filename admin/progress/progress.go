@@ -40,14 +40,12 @@ func New(w io.Writer, label, unit string, total int64) *Bar {
 	return b
 }
 
-// IsTerminal reports whether w is a character device (an interactive terminal).
-func IsTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	info, err := f.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
+// IsTerminal reports whether stream (an output, or an input such as
+// os.Stdin) is an interactive terminal. Only an *os.File can be one, and
+// not every character device is: /dev/null is not.
+func IsTerminal(stream any) bool {
+	f, ok := stream.(*os.File)
+	return ok && isTerminal(f)
 }
 
 // Set records that done units are finished and redraws if it is time to.

@@ -18,7 +18,6 @@ import (
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/internal/viewscan"
-	"github.com/foldline/foldline/internal/cqlname"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -142,8 +141,9 @@ func Activate(ctx context.Context, opts Options) (view, previous string, err err
 var ErrInUse = errors.New("table in use")
 
 // Drop removes opts.Drop from the registry, then drops it, and returns its
-// view. The active table and a table in state building (a running backfill
-// fills it: foldline backfill --abort removes that) are refused.
+// view. The active table (checked again at the drop, registry.Drop) and a
+// table in state building (a running backfill fills it: foldline backfill
+// --abort removes that) are refused.
 func Drop(ctx context.Context, opts Options) (string, error) {
 	t, err := opts.find(ctx, opts.Drop)
 	if err != nil {
@@ -157,11 +157,11 @@ func Drop(ctx context.Context, opts Options) (string, error) {
 	case t.version.State == registry.StateBuilding:
 		return "", fmt.Errorf("dropping %s.%s: a backfill of %s is building it (foldline backfill --abort %s removes it): %w: %w", t.keyspace, opts.Drop, view, view, ErrInUse, exitcode.ErrUsage)
 	}
-	if err := registry.Unregister(ctx, t.cql, t.keyspace, view, opts.Drop); err != nil {
+	if err := registry.Drop(ctx, t.cql, t.keyspace, view, opts.Drop); err != nil {
+		if errors.Is(err, registry.ErrActiveTable) { // activated since it was looked up
+			return "", fmt.Errorf("%w: %w: %w", err, ErrInUse, exitcode.ErrUsage)
+		}
 		return "", err
-	}
-	if err := t.cql.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %s`, cqlname.Table(t.keyspace, opts.Drop))).WithContext(ctx).Exec(); err != nil {
-		return "", fmt.Errorf("dropping table %s.%s: %w", t.keyspace, opts.Drop, err)
 	}
 	return view, nil
 }

@@ -28,6 +28,13 @@ const Table = "foldline_backfills"
 const (
 	// StateRunning: its functions run; not switched yet.
 	StateRunning = "running"
+	// StateSwitching: it caught up and was chosen to switch. It is
+	// recorded before the registry moves, so that a failure at any later
+	// step leaves a record that says so: the registry may point at its
+	// table or not yet, the old path may be retired or not yet. --watch
+	// completes the switch; --abort removes it only while the registry
+	// does not point at its table.
+	StateSwitching = "switching"
 	// StateSwitched: its table became the active one.
 	StateSwitched = "switched"
 	// StateAborted: its functions, topics and table were removed.
@@ -36,6 +43,10 @@ const (
 	// view as of the cutoff; its functions and topics were removed.
 	StateSnapshot = "snapshot"
 )
+
+// unfinished reports whether a backfill in state needs a --watch or an
+// --abort: running or switching.
+func unfinished(state string) bool { return state == StateRunning || state == StateSwitching }
 
 // StageRef is a deployed stage of a backfill: enough to watch and delete it.
 type StageRef struct {
@@ -104,6 +115,15 @@ type Record struct {
 	Until string `json:"until,omitempty"`
 }
 
+// Unfinished reports whether the backfill still needs a --watch or an
+// --abort (running or switching): a second backfill of its view is refused.
+func (r *Record) Unfinished() bool { return unfinished(r.State) }
+
+// MayCarry reports whether the backfill's stages may be what fills its
+// view's active table: it switched, or is switching (the registry says
+// whether its table is the active one).
+func (r *Record) MayCarry() bool { return r.State == StateSwitching || r.State == StateSwitched }
+
 func createCQL(keyspace string) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
   view_name text,
@@ -142,7 +162,7 @@ func (s Store) Put(ctx context.Context, r *Record) error {
 }
 
 // Claim records r, a running backfill about to deploy, only if no other
-// backfill of r.View runs; otherwise it records nothing of r's and returns
+// backfill of r.View is unfinished (running or switching); otherwise it records nothing of r's and returns
 // the running one. Two starts racing each other cannot both win: the row of
 // r's table is claimed with a lightweight transaction (Paxos), so of two
 // starts that picked the same table one fails; a start that picked another
@@ -163,7 +183,7 @@ func (s Store) Claim(ctx context.Context, r *Record) (running *Record, err error
 		return nil, err
 	}
 	for _, other := range records {
-		if other.State == StateRunning && other.Table != r.Table {
+		if other.Unfinished() && other.Table != r.Table {
 			lost := *r
 			lost.State, lost.Error = StateAborted, "refused: a backfill into "+other.Table+" started at the same time"
 			lost.FinishedAt = time.Now().UTC()
@@ -191,7 +211,7 @@ func (s Store) claimRow(ctx context.Context, r *Record, data string) (*Record, e
 	}
 	state, _ := existing["state"].(string)
 	prior, _ := existing["record"].(string)
-	if state != StateRunning {
+	if !unfinished(state) {
 		update := fmt.Sprintf(`UPDATE %s SET state = ?, record = ? WHERE view_name = ? AND table_name = ? IF state = ?`, cqlname.Table(s.Keyspace, Table))
 		current := map[string]any{}
 		applied, err := s.CQL.Query(update, r.State, data, r.View, r.Table, state).WithContext(ctx).MapScanCAS(current)
@@ -251,14 +271,15 @@ func (s Store) List(ctx context.Context, view string) ([]*Record, error) {
 	return records, nil
 }
 
-// Running returns view's running backfill, nil if none.
-func (s Store) Running(ctx context.Context, view string) (*Record, error) {
+// Unfinished returns view's unfinished backfill (running or switching),
+// nil if none.
+func (s Store) Unfinished(ctx context.Context, view string) (*Record, error) {
 	records, err := s.List(ctx, view)
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range records {
-		if r.State == StateRunning {
+		if r.Unfinished() {
 			return r, nil
 		}
 	}

@@ -87,7 +87,7 @@ func TestClaim(t *testing.T) {
 		if err != nil || holder == nil || holder.Table != "a_v2" {
 			t.Fatalf("claim of another table: holder %v, err %v; want a_v2 holding the view", holder, err)
 		}
-		got, err := s.Running(ctx, "a")
+		got, err := s.Unfinished(ctx, "a")
 		if err != nil || got == nil || got.Table != "a_v2" {
 			t.Fatalf("running backfill of a: %v, %v; want only a_v2", got, err)
 		}

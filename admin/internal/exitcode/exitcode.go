@@ -16,7 +16,9 @@ const (
 	// Failed: the command failed; also the code of invalid manifests
 	// (lint's findings).
 	Failed = 1
-	// Usage: a bad flag or argument.
+	// Usage: a bad flag or argument, or a refusal of what the arguments
+	// ask: removing data unconfirmed (destroy --tables/--purge without
+	// --yes and no terminal), dropping the active table.
 	Usage = 2
 	// Unreachable: Pulsar or Cassandra did not answer; start them with
 	// scripts/stack up.
@@ -32,7 +34,7 @@ const (
 const Help = `Exit codes:
   0  success
   1  the command failed, or the manifests have problems (lint)
-  2  bad flag or argument
+  2  bad flag or argument; removing data unconfirmed (destroy without --yes); dropping the active table
   3  Pulsar or Cassandra unreachable: start them with scripts/stack up
   4  unknown tenant, view or function
   5  deployed, but not every function instance runs yet (see foldline status)`

@@ -272,3 +272,19 @@ func Unregister(ctx context.Context, s *gocql.Session, keyspace, view, table str
 	}
 	return nil
 }
+
+// Drop forgets table, a version of view, and drops it. The registry is read
+// at the moment of the drop, not taken from the caller: the table the view
+// reads is refused with ErrActiveTable, whatever the caller last saw (a
+// backfill record written before a switch, a listing). It is forgotten
+// before it is dropped, so that a failure between the two leaves a table
+// no reader is sent to.
+func Drop(ctx context.Context, s *gocql.Session, keyspace, view, table string) error {
+	if err := Unregister(ctx, s, keyspace, view, table); err != nil {
+		return err
+	}
+	if err := s.Query(fmt.Sprintf(`DROP TABLE IF EXISTS %s`, cqlname.Table(keyspace, table))).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("dropping table %s.%s: %w", keyspace, table, err)
+	}
+	return nil
+}

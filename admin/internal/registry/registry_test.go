@@ -1,14 +1,34 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/internal/testenv"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
+
+// testKeyspace creates a keyspace of the test's own in the real Cassandra.
+func testKeyspace(t *testing.T) (*gocql.Session, string) {
+	t.Helper()
+	svc := testenv.Cassandra(t)
+	session, err := cqlx.Connect(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(session.Close)
+	ks := fmt.Sprintf("regtest_%d", rand.Uint64()%1_000_000_000)
+	if err := session.Query(fmt.Sprintf(`CREATE KEYSPACE %s WITH replication = {'class':'SimpleStrategy','replication_factor':1}`, ks)).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = session.Query("DROP KEYSPACE IF EXISTS " + ks).Exec() })
+	return session, ks
+}
 
 // TestSinkReadsTheStateOfItsTable checks the contract between the registry
 // and the sink, which reads it (cassandra.RegistryWatch) to write a table
@@ -17,17 +37,7 @@ func TestSinkReadsTheStateOfItsTable(t *testing.T) {
 	if StateBuilding != cassandra.StateBuilding {
 		t.Fatalf("registry state %q, sink expects %q", StateBuilding, cassandra.StateBuilding)
 	}
-	svc := testenv.Cassandra(t)
-	session, err := cqlx.Connect(svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer session.Close()
-	ks := fmt.Sprintf("regtest_%d", rand.Uint64()%1_000_000_000)
-	if err := session.Query(fmt.Sprintf(`CREATE KEYSPACE %s WITH replication = {'class':'SimpleStrategy','replication_factor':1}`, ks)).Exec(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = session.Query("DROP KEYSPACE IF EXISTS " + ks).Exec() })
+	session, ks := testKeyspace(t)
 	watch := func(table string) cassandra.RegistryWatch {
 		return cassandra.RegistryWatch{Session: session, Keyspace: ks, Registry: Table, View: "user_activity", Table: table}
 	}
@@ -60,5 +70,55 @@ func TestSinkReadsTheStateOfItsTable(t *testing.T) {
 	}
 	if building("user_activity_v2") {
 		t.Error("an activated table still reads as building")
+	}
+}
+
+// TestDropRefusesTheActiveTable checks, against the real Cassandra, that
+// Drop reads the registry when it drops: a table that became active after
+// the caller last looked is refused and kept, any other version goes.
+func TestDropRefusesTheActiveTable(t *testing.T) {
+	session, ks := testKeyspace(t)
+	ctx := t.Context()
+	if err := Ensure(ctx, session, ks); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"v_v1", "v_v2"} {
+		if err := session.Query(fmt.Sprintf(`CREATE TABLE %s.%s (k int PRIMARY KEY)`, ks, table)).Exec(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Register(ctx, session, ks, "v", "v_v1", "{}"); err != nil {
+		t.Fatal(err)
+	}
+	if err := RegisterBuilding(ctx, session, ks, "v", "v_v2", "{}"); err != nil {
+		t.Fatal(err)
+	}
+	// What a caller saw (v_v2 building) is stale by the time it drops.
+	if _, err := Activate(ctx, session, ks, "v", "v_v2"); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name       string
+		table      string
+		wantErr    error
+		wantExists bool
+	}{
+		{name: "the active table", table: "v_v2", wantErr: ErrActiveTable, wantExists: true},
+		{name: "a retired table", table: "v_v1", wantErr: nil, wantExists: false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := Drop(ctx, session, ks, "v", c.table); !errors.Is(err, c.wantErr) {
+				t.Fatalf("Drop(%s) = %v, want %v", c.table, err, c.wantErr)
+			}
+			var n int
+			if err := session.Query(`SELECT COUNT(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, ks, c.table).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := FindTable(ctx, session, ks, c.table)
+			if registered := err == nil; (n == 1) != c.wantExists || registered != c.wantExists {
+				t.Errorf("after Drop(%s): table exists %v, registered %v; want both %v", c.table, n == 1, registered, c.wantExists)
+			}
+		})
 	}
 }
