@@ -48,6 +48,8 @@ type session struct {
 	graph  *manifest.Graph
 	pulsar *pulsarx.Clients
 	cql    *gocql.Session
+	// identity is who the functions run as.
+	identity identity
 }
 
 func (s *session) Close() {
@@ -69,7 +71,12 @@ func open(opts Options) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{set: set, graph: graph, pulsar: pulsar, cql: cql}, nil
+	id, err := deployerIdentity(opts.Services)
+	if err != nil {
+		cql.Close()
+		return nil, err
+	}
+	return &session{set: set, graph: graph, pulsar: pulsar, cql: cql, identity: id}, nil
 }
 
 func (o Options) planner(s *session) *planner {
@@ -77,6 +84,7 @@ func (o Options) planner(s *session) *planner {
 		set: s.set, graph: s.graph, pulsar: s.pulsar, cql: s.cql,
 		builder:  &gobuild.Builder{Dir: gobuild.ModuleDir(o.Dir, "."), CacheDir: o.CacheDir, Progress: o.ErrOut},
 		hosts:    o.Services.CassandraHost,
+		identity: s.identity,
 		progress: o.ErrOut,
 	}
 }

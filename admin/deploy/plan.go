@@ -116,6 +116,7 @@ type planner struct {
 	cql      *gocql.Session
 	builder  *gobuild.Builder
 	hosts    string
+	identity identity
 	progress io.Writer
 	plan     *Plan
 }
@@ -140,7 +141,7 @@ func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
 	if err := pl.planKeyspace(ctx); err != nil {
 		return nil, err
 	}
-	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts)
+	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts, pl.identity)
 	if err != nil {
 		return nil, err
 	}

@@ -75,7 +75,10 @@ func deployShopFrom(t testing.TB, name, dir string) *shop {
 	if _, err := deploy.Deploy(t.Context(), opts); err != nil {
 		t.Fatalf("deploying the shop pipeline as %s: %v", tenant, err)
 	}
-	cluster := gocql.NewCluster(svc.CassandraHost)
+	cluster, err := svc.CassandraCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cluster.Timeout = 30 * time.Second
 	session, err := cluster.CreateSession()
 	if err != nil {
@@ -88,7 +91,7 @@ func deployShopFrom(t testing.TB, name, dir string) *shop {
 // pulsarAdmin is an admin client of the stack's broker.
 func (s *shop) pulsarAdmin(t testing.TB) pulsaradmin.Client {
 	t.Helper()
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: s.svc.PulsarAdminURL})
+	admin, err := pulsaradmin.NewClient(s.svc.PulsarAdminConfig())
 	if err != nil {
 		t.Fatalf("creating a Pulsar admin client: %v", err)
 	}

@@ -124,10 +124,9 @@ func Run(ctx context.Context, opts Options) ([]FileResult, error) {
 	if err := PrepareLedger(ctx, opts.Services, opts.Tenant, opts.Topic); err != nil {
 		return nil, err
 	}
-	client, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL:    opts.Services.PulsarURL,
-		Logger: log.NewLoggerWithLogrus(quietLogger()),
-	})
+	clientOpts := opts.Services.PulsarClientOptions()
+	clientOpts.Logger = log.NewLoggerWithLogrus(quietLogger())
+	client, err := pulsar.NewClient(clientOpts)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", opts.Services.PulsarURL, err)
 	}
@@ -153,7 +152,7 @@ const dedupCursor = "pulsar.dedup"
 // until the broker has deduplication active on it: a producer that connects
 // earlier is not deduplicated and would not learn its last sequence id.
 func PrepareLedger(ctx context.Context, svc services.Services, tenant, ledgerTopic string) error {
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: svc.PulsarAdminURL})
+	admin, err := pulsaradmin.NewClient(svc.PulsarAdminConfig())
 	if err != nil {
 		return fmt.Errorf("creating admin client for %s: %w", svc.PulsarAdminURL, err)
 	}

@@ -81,6 +81,11 @@ type instanceConf struct {
 	MaxPendingMessages int
 
 	UserConfig map[string]any
+	// Secrets are the function's secrets (the worker's secretsMap) whose
+	// values are strings: with the process runtime's clear-text secrets
+	// provider, the values given at create time. The runtime reads "token";
+	// a handler reads the others with FunctionContext.GetSecret.
+	Secrets map[string]string
 
 	// Token is the authentication token: the function's own secret "token"
 	// when given, else the worker's token parameters; "" means no auth.
@@ -326,6 +331,12 @@ func (c *instanceConf) applyAuth(flat *flatConf, secretsJSON string) error {
 		var secrets map[string]any
 		if err := json.Unmarshal([]byte(secretsJSON), &secrets); err != nil {
 			return fmt.Errorf("%w: key \"secretsMap\": %w", ErrBadConfig, err)
+		}
+		c.Secrets = make(map[string]string, len(secrets))
+		for k, v := range secrets {
+			if s, ok := v.(string); ok {
+				c.Secrets[k] = s
+			}
 		}
 		if v, ok := secrets["token"]; ok {
 			s, isString := v.(string)

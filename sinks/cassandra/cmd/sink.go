@@ -39,7 +39,9 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 		return errors.New("handling a view operation: no function context; run the sink under pf.Start")
 	}
 	s.startOnce.Do(func() {
-		go s.setUp(fc.GetUserConfMap())
+		user, _ := fc.GetSecret(cassandra.SecretUsername)
+		password, _ := fc.GetSecret(cassandra.SecretPassword)
+		go s.setUp(fc.GetUserConfMap(), user, password)
 	})
 	op, err := envelope.DecodeViewOp(payload)
 	if err != nil {
@@ -70,7 +72,7 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 // retries forever: Cassandra may come up later, and a schema mismatch is
 // fixed by an operator. Until it succeeds every handler call waits, so no
 // message is acknowledged or dead-lettered for the sink's own trouble.
-func (s *Sink) setUp(userConf map[string]any) {
+func (s *Sink) setUp(userConf map[string]any, user, password string) {
 	ctx := context.Background()
 	cfg, err := cassandra.ParseConfig(userConf)
 	if err != nil {
@@ -81,6 +83,7 @@ func (s *Sink) setUp(userConf map[string]any) {
 			time.Sleep(time.Minute)
 		}
 	}
+	cfg.Settings.Username, cfg.Settings.Password = user, password
 	wait := cfg.Settings.RetryBackoffMin
 	for {
 		applier, session, err := cassandra.Open(ctx, cfg)
