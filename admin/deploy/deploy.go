@@ -13,6 +13,7 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -71,7 +72,7 @@ func open(opts Options) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := deployerIdentity(opts.Services)
+	id, err := tenantIdentity(opts.Services, set.Tenant.Name)
 	if err != nil {
 		cql.Close()
 		return nil, err
@@ -140,6 +141,11 @@ func Deploy(ctx context.Context, opts Options) (*Result, error) {
 	res.Applied, err = apply(ctx, plan, opts.ErrOut)
 	if err != nil {
 		return res, err
+	}
+	if path, err := s.identity.writeCredentials(s.set.Tenant.Name); err != nil {
+		return res, err
+	} else if path != "" {
+		fmt.Fprintf(opts.ErrOut, "tenant %s runs as role %s; its credentials are in %s\n", s.set.Tenant.Name, s.identity.Role, path)
 	}
 	if opts.Wait > 0 {
 		return res, waitRunning(ctx, s.pulsar, plan, opts.Wait, opts.ErrOut)

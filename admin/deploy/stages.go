@@ -24,7 +24,7 @@ import (
 // that exists already is left as it is, so a re-run carries on.
 func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cql *gocql.Session, set *manifest.Set, stages []*manifest.Stage) error {
 	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(opts.Dir, "."), CacheDir: opts.CacheDir, Progress: opts.ErrOut}
-	id, err := deployerIdentity(opts.Services)
+	id, err := tenantIdentity(opts.Services, set.Tenant.Name)
 	if err != nil {
 		return err
 	}
