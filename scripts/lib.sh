@@ -30,12 +30,36 @@ PULSAR_OFFLOADERS="$PULSAR_HOME/offloaders"
 PULSAR_OFFLOADERS_DIST="$FOLDLINE_CACHE/apache-pulsar-offloaders-$PULSAR_VERSION/offloaders"
 S3PROXY_JAR="$M2_REPO/org/gaul/s3proxy/$S3PROXY_VERSION/s3proxy-$S3PROXY_VERSION-jar-with-dependencies.jar"
 
-PULSAR_PORT=6650
-PULSAR_HTTP_PORT=8080
-PULSAR_BOOKIE_PORT=3181
-CASSANDRA_PORT=9042
-CASSANDRA_STORAGE_PORT=7000
-S3_PORT=9000
+# Ports, each overridable from the environment so that a second stack (with
+# its own FOLDLINE_STACK_DIR) can run beside the first. The standalone's
+# bookie and Cassandra's JMX take free ports of their own (0), and stream
+# storage is off (-nss), so these are all the ports the stack listens on.
+PULSAR_PORT="${PULSAR_PORT:-6650}"
+PULSAR_HTTP_PORT="${PULSAR_HTTP_PORT:-8080}"
+PULSAR_BOOKIE_PORT="${PULSAR_BOOKIE_PORT:-3181}"
+CASSANDRA_PORT="${CASSANDRA_PORT:-9042}"
+CASSANDRA_STORAGE_PORT="${CASSANDRA_STORAGE_PORT:-7000}"
+S3_PORT="${S3_PORT:-9000}"
+
+# Authentication. By default the stack runs Pulsar with token authentication
+# and authorization and Cassandra with PasswordAuthenticator and
+# CassandraAuthorizer; FOLDLINE_STACK_OPEN=1 starts both open (no
+# credentials). The superusers' credentials are generated at the first
+# start into $FOLDLINE_CREDENTIALS (mode 0700, files 0600):
+#   pulsar-secret.key    the HS256 key that signs every token (raw bytes)
+#   pulsar-admin.token   the superuser's token (role $PULSAR_SUPERUSER)
+#   cassandra.password   the password of Cassandra's superuser $CASSANDRA_SUPERUSER
+#   cqlsh.credentials    the same, in cqlsh's --credentials format
+# internal/services (tests, the foldline CLI) reads the same files.
+FOLDLINE_STACK_OPEN="${FOLDLINE_STACK_OPEN:-0}"
+FOLDLINE_CREDENTIALS="$FOLDLINE_STACK_DIR/credentials"
+PULSAR_SUPERUSER=foldline-admin
+PULSAR_SECRET_KEY="$FOLDLINE_CREDENTIALS/pulsar-secret.key"
+PULSAR_ADMIN_TOKEN="$FOLDLINE_CREDENTIALS/pulsar-admin.token"
+PULSAR_TOKEN_PLUGIN=org.apache.pulsar.client.impl.auth.AuthenticationToken
+CASSANDRA_SUPERUSER=cassandra
+CASSANDRA_PASSWORD_FILE="$FOLDLINE_CREDENTIALS/cassandra.password"
+CQLSH_CREDENTIALS="$FOLDLINE_CREDENTIALS/cqlsh.credentials"
 
 # The local S3 server (s3proxy) that holds offloaded ledger segments. The
 # broker reads the same identity and credential from ACCESS_KEY_ID and
@@ -137,4 +161,22 @@ stop_pid() {
     done
   fi
   rm -f "$f"
+}
+
+# stack_open succeeds when the stack runs (or is to start) without
+# authentication: FOLDLINE_STACK_OPEN=1.
+stack_open() { [ "$FOLDLINE_STACK_OPEN" = 1 ]; }
+
+# pulsar_auth_args prints pulsar-admin's authentication options when the
+# stack has a superuser token.
+pulsar_auth_args() {
+  [ -f "$PULSAR_ADMIN_TOKEN" ] || return 0
+  printf '%s\n' --auth-plugin "$PULSAR_TOKEN_PLUGIN" --auth-params "file://$PULSAR_ADMIN_TOKEN"
+}
+
+# cqlsh_auth_args prints cqlsh's authentication options when the stack has
+# a Cassandra superuser password.
+cqlsh_auth_args() {
+  [ -f "$CQLSH_CREDENTIALS" ] || return 0
+  printf '%s\n' -u "$CASSANDRA_SUPERUSER" --credentials "$CQLSH_CREDENTIALS"
 }

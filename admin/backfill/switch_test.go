@@ -258,7 +258,7 @@ func TestRequireIdenticalWaitsForTheOldPath(t *testing.T) {
 	e, opts := switchEnv(t)
 	subscribeOldPath(t, e)
 	ledger := e.set.Tenant.Ledger[0].Name
-	testenv.Publish(t, opts.Services.PulsarURL, ledger, 5)
+	testenv.Publish(t, opts.Services, ledger, 5)
 	rec := start(t, e, opts)
 	if rec.LedgerAtStart[ledger] != 5 {
 		t.Fatalf("ledger at the start %v, want 5 entries of %s", rec.LedgerAtStart, ledger)

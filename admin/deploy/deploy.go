@@ -13,6 +13,7 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -48,6 +49,8 @@ type session struct {
 	graph  *manifest.Graph
 	pulsar *pulsarx.Clients
 	cql    *gocql.Session
+	// identity is who the functions run as.
+	identity identity
 }
 
 func (s *session) Close() {
@@ -69,7 +72,12 @@ func open(opts Options) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{set: set, graph: graph, pulsar: pulsar, cql: cql}, nil
+	id, err := tenantIdentity(opts.Services, set.Tenant.Name)
+	if err != nil {
+		cql.Close()
+		return nil, err
+	}
+	return &session{set: set, graph: graph, pulsar: pulsar, cql: cql, identity: id}, nil
 }
 
 func (o Options) planner(s *session) *planner {
@@ -77,6 +85,7 @@ func (o Options) planner(s *session) *planner {
 		set: s.set, graph: s.graph, pulsar: s.pulsar, cql: s.cql,
 		builder:  &gobuild.Builder{Dir: gobuild.ModuleDir(o.Dir, "."), CacheDir: o.CacheDir, Progress: o.ErrOut},
 		hosts:    o.Services.CassandraHost,
+		identity: s.identity,
 		progress: o.ErrOut,
 	}
 }
@@ -132,6 +141,11 @@ func Deploy(ctx context.Context, opts Options) (*Result, error) {
 	res.Applied, err = apply(ctx, plan, opts.ErrOut)
 	if err != nil {
 		return res, err
+	}
+	if path, err := s.identity.writeCredentials(s.set.Tenant.Name); err != nil {
+		return res, err
+	} else if path != "" {
+		fmt.Fprintf(opts.ErrOut, "tenant %s runs as role %s; its credentials are in %s\n", s.set.Tenant.Name, s.identity.Role, path)
 	}
 	if opts.Wait > 0 {
 		return res, waitRunning(ctx, s.pulsar, plan, opts.Wait, opts.ErrOut)

@@ -15,6 +15,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/target"
+	"github.com/foldline/foldline/admin/internal/tenantid"
 	"github.com/foldline/foldline/admin/status"
 	"github.com/foldline/foldline/admin/views"
 	"github.com/foldline/foldline/internal/testenv"
@@ -158,8 +159,16 @@ func createWithPulsarAdmin(t *testing.T, opts deploy.Options, tenant string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(t.Context(), filepath.Join(testenv.RepoRoot(), "scripts", "pulsar-admin"),
-		"functions", "create", "--function-config-file", file, "--go", bin.Path)
+	args := []string{"functions", "create", "--function-config-file", file, "--go", bin.Path}
+	if key := opts.Services.PulsarSecretKeyFile; key != "" {
+		// Run as the tenant, as deploy does: the runtime refuses the worker's token.
+		k, err := tenantid.ReadKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--secrets", `{"token":"`+tenantid.Derive(k, tenant).PulsarToken+`"}`)
+	}
+	cmd := exec.CommandContext(t.Context(), filepath.Join(testenv.RepoRoot(), "scripts", "pulsar-admin"), args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("pulsar-admin functions create: %v\n%s", err, out)

@@ -33,7 +33,9 @@ type desiredFunction struct {
 
 // renderFunctions builds every stage's binary and its function config, in
 // DAG order.
-func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.Stage, builder *gobuild.Builder, cassandraHosts string) ([]desiredFunction, error) {
+//
+// Every function gets id's credentials in its secrets.
+func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.Stage, builder *gobuild.Builder, cassandraHosts string, id identity) ([]desiredFunction, error) {
 	out := make([]desiredFunction, 0, len(order))
 	for _, st := range order {
 		bin, err := builder.Build(ctx, st.Binary)
@@ -44,6 +46,7 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 		if err != nil {
 			return nil, err
 		}
+		conf.Secrets = id.secrets(st.View != nil)
 		conf.UserConfig[UserConfigBinary] = bin.SHA256
 		fp, err := fingerprint(conf)
 		if err != nil {

@@ -119,6 +119,7 @@ type planner struct {
 	cql      *gocql.Session
 	builder  *gobuild.Builder
 	hosts    string
+	identity identity
 	progress io.Writer
 	plan     *Plan
 }
@@ -143,7 +144,10 @@ func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
 	if err := pl.planKeyspace(ctx); err != nil {
 		return nil, err
 	}
-	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts)
+	if err := pl.planCassandraRole(ctx); err != nil {
+		return nil, err
+	}
+	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts, pl.identity)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +173,8 @@ func (pl *planner) planTenant(ctx context.Context) (bool, error) {
 			return false, fmt.Errorf("listing Pulsar clusters: %w", err)
 		}
 	}
-	want := utils.TenantData{Name: t.Name, AllowedClusters: clusters, AdminRoles: t.AdminRoles}
+	roles := pl.identity.adminRoles(t.AdminRoles)
+	want := utils.TenantData{Name: t.Name, AllowedClusters: clusters, AdminRoles: roles}
 	have, err := pl.pulsar.Admin.Tenants().GetWithContext(ctx, t.Name)
 	switch {
 	case pulsarx.IsNotFound(err):
@@ -183,8 +188,8 @@ func (pl *planner) planTenant(ctx context.Context) (bool, error) {
 	if len(t.AllowedClusters) > 0 && !sameSet(have.AllowedClusters, t.AllowedClusters) {
 		details = append(details, fmt.Sprintf("allowed clusters %v → %v", have.AllowedClusters, t.AllowedClusters))
 	}
-	if len(t.AdminRoles) > 0 && !sameSet(have.AdminRoles, t.AdminRoles) {
-		details = append(details, fmt.Sprintf("admin roles %v → %v", have.AdminRoles, t.AdminRoles))
+	if len(roles) > 0 && !sameSet(have.AdminRoles, roles) {
+		details = append(details, fmt.Sprintf("admin roles %v → %v", have.AdminRoles, roles))
 	}
 	if len(details) == 0 {
 		pl.add(Change{Action: Keep, Kind: "tenant", Name: t.Name})

@@ -24,7 +24,11 @@ import (
 // that exists already is left as it is, so a re-run carries on.
 func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cql *gocql.Session, set *manifest.Set, stages []*manifest.Stage) error {
 	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(opts.Dir, "."), CacheDir: opts.CacheDir, Progress: opts.ErrOut}
-	functions, err := renderFunctions(ctx, set, stages, builder, opts.Services.CassandraHost)
+	id, err := tenantIdentity(opts.Services, set.Tenant.Name)
+	if err != nil {
+		return err
+	}
+	functions, err := renderFunctions(ctx, set, stages, builder, opts.Services.CassandraHost, id)
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 	ledger := "persistent://" + s.tenant + "/ledger/events"
 
 	for b.Loop() {
-		readTime := readAll(b, s.svc.PulsarURL, ledger, n)
+		readTime := readAll(b, s.svc, ledger, n)
 		services := map[string]int{"pulsar": testenv.ServicePID(b, "pulsar"), "cassandra": testenv.ServicePID(b, "cassandra")}
 		floorPIDs := maps.Clone(services)
 		floorPIDs["this process (floor)"] = os.Getpid()
@@ -100,9 +100,9 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 
 // readAll reads topic from its first message until n messages have come,
 // and returns how long it took.
-func readAll(b *testing.B, url, topic string, n int) time.Duration {
+func readAll(b *testing.B, svc testenv.Services, topic string, n int) time.Duration {
 	b.Helper()
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: url})
+	client, err := pulsar.NewClient(svc.PulsarClientOptions())
 	if err != nil {
 		b.Fatalf("connecting to Pulsar: %v", err)
 	}

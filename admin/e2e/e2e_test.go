@@ -68,20 +68,31 @@ func deployShopFrom(t testing.TB, name, dir string) *shop {
 	if _, err := deploy.Deploy(t.Context(), opts); err != nil {
 		t.Fatalf("deploying the shop pipeline as %s: %v", tenant, err)
 	}
-	cluster := gocql.NewCluster(svc.CassandraHost)
+	session := cassandraSession(t, svc)
+	return &shop{svc: svc, tenant: tenant, keyspace: manifest.KeyspaceFor(tenant), opts: opts, session: session}
+}
+
+// cassandraSession logs in to Cassandra with svc's credentials; the session
+// closes when the test ends.
+func cassandraSession(t testing.TB, svc testenv.Services) *gocql.Session {
+	t.Helper()
+	cluster, err := svc.CassandraCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cluster.Timeout = 30 * time.Second
 	session, err := cluster.CreateSession()
 	if err != nil {
-		t.Fatalf("connecting to Cassandra: %v", err)
+		t.Fatalf("connecting to Cassandra as %q: %v", svc.CassandraUser, err)
 	}
 	t.Cleanup(session.Close)
-	return &shop{svc: svc, tenant: tenant, keyspace: manifest.KeyspaceFor(tenant), opts: opts, session: session}
+	return session
 }
 
 // pulsarAdmin is an admin client of the stack's broker.
 func (s *shop) pulsarAdmin(t testing.TB) pulsaradmin.Client {
 	t.Helper()
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: s.svc.PulsarAdminURL})
+	admin, err := pulsaradmin.NewClient(s.svc.PulsarAdminConfig())
 	if err != nil {
 		t.Fatalf("creating a Pulsar admin client: %v", err)
 	}

@@ -62,7 +62,7 @@ func TestShopViewsRefuseARecreatedLedger(t *testing.T) {
 		t.Fatalf("the re-created ledger has epoch %q, the old one had %q", now, old)
 	}
 
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: s.svc.PulsarURL})
+	client, err := pulsar.NewClient(s.svc.PulsarClientOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

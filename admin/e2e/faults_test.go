@@ -68,7 +68,7 @@ func TestShopViewsIgnoreRepublishedOperations(t *testing.T) {
 	s.ingest(t, generate(t, 3000, 13))
 	s.waitForFold(t, 5*time.Minute)
 
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: s.svc.PulsarURL})
+	client, err := pulsar.NewClient(s.svc.PulsarClientOptions())
 	if err != nil {
 		t.Fatalf("creating client: %v", err)
 	}

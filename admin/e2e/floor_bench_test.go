@@ -39,6 +39,9 @@ func foldInProcess(b *testing.B, s *shop, ledger string, n int) time.Duration {
 		b.Fatal(err)
 	}
 	cfg := cassandra.Config{View: view.Schema(), Settings: cassandra.Settings{Hosts: []string{s.svc.CassandraHost}}.Defaults()}
+	if cfg.Settings.Username, cfg.Settings.Password, err = s.svc.CassandraCredentials(); err != nil {
+		b.Fatal(err)
+	}
 	cfg.View.Table = floorTable
 	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()
@@ -48,7 +51,7 @@ func foldInProcess(b *testing.B, s *shop, ledger string, n int) time.Duration {
 	}
 	defer session.Close()
 	defer applier.Close()
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: s.svc.PulsarURL})
+	client, err := pulsar.NewClient(s.svc.PulsarClientOptions())
 	if err != nil {
 		b.Fatalf("connecting to Pulsar: %v", err)
 	}

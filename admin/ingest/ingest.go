@@ -127,10 +127,9 @@ func Run(ctx context.Context, opts Options) ([]FileResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL:    opts.Services.PulsarURL,
-		Logger: log.NewLoggerWithLogrus(quietLogger()),
-	})
+	clientOpts := opts.Services.PulsarClientOptions()
+	clientOpts.Logger = log.NewLoggerWithLogrus(quietLogger())
+	client, err := pulsar.NewClient(clientOpts)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", opts.Services.PulsarURL, err)
 	}
@@ -158,7 +157,7 @@ const dedupCursor = "pulsar.dedup"
 // returns the topic's epoch (package ledgerepoch), which every event
 // published there must carry.
 func PrepareLedger(ctx context.Context, svc services.Services, tenant, ledgerTopic string) (string, error) {
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: svc.PulsarAdminURL})
+	admin, err := pulsaradmin.NewClient(svc.PulsarAdminConfig())
 	if err != nil {
 		return "", fmt.Errorf("creating admin client for %s: %w", svc.PulsarAdminURL, err)
 	}

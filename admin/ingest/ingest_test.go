@@ -31,7 +31,7 @@ type ledger struct {
 func newLedger(t *testing.T, dedup bool) *ledger {
 	t.Helper()
 	svc := testenv.Pulsar(t)
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: svc.PulsarAdminURL})
+	admin, err := pulsaradmin.NewClient(svc.PulsarAdminConfig())
 	if err != nil {
 		t.Fatalf("creating admin client: %v", err)
 	}
@@ -46,7 +46,7 @@ func newLedger(t *testing.T, dedup bool) *ledger {
 	if err := admin.Namespaces().SetDeduplicationStatus(ns, dedup); err != nil {
 		t.Fatalf("setting deduplication: %v", err)
 	}
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: svc.PulsarURL})
+	client, err := pulsar.NewClient(svc.PulsarClientOptions())
 	if err != nil {
 		t.Fatalf("creating client: %v", err)
 	}
@@ -239,7 +239,7 @@ func equal(a, b []string) bool {
 // restarted ledger ids from redeliveries.
 func TestIngestStampsTheLedgerEpoch(t *testing.T) {
 	l := newLedger(t, true)
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: l.svc.PulsarAdminURL})
+	admin, err := pulsaradmin.NewClient(l.svc.PulsarAdminConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

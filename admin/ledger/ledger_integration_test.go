@@ -59,7 +59,7 @@ func newTestLedger(t testing.TB, name string, events, segments int, deletionLag 
 	t.Helper()
 	svc := testenv.Pulsar(t)
 	tl := &testLedger{tenant: fmt.Sprintf("fltest-%s-%d", name, time.Now().UnixNano()%1_000_000), svc: svc}
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: svc.PulsarAdminURL})
+	admin, err := pulsaradmin.NewClient(svc.PulsarAdminConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func offloadPolicy(deletionLag time.Duration) map[string]any {
 	return map[string]any{
 		"managedLedgerOffloadDriver":              "S3",
 		"managedLedgerOffloadBucket":              "foldline-offload",
-		"managedLedgerOffloadServiceEndpoint":     "http://127.0.0.1:9000",
+		"managedLedgerOffloadServiceEndpoint":     s3Endpoint(),
 		"managedLedgerOffloadRegion":              "us-east-1",
 		"offloadersDirectory":                     "offloaders",
 		"managedLedgerOffloadDeletionLagInMillis": deletionLag.Milliseconds(),
@@ -151,6 +151,9 @@ func setOffloadPolicy(ctx context.Context, svc services.Services, ns string, pol
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if err := svc.AuthorizePulsar(req); err != nil {
+		return err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
@@ -208,7 +211,9 @@ func (tl *testLedger) readAll(t testing.TB, want int) ([][]byte, time.Duration) 
 	t.Helper()
 	quiet := logrus.New()
 	quiet.SetLevel(logrus.WarnLevel)
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: tl.svc.PulsarURL, Logger: plog.NewLoggerWithLogrus(quiet)})
+	opts := tl.svc.PulsarClientOptions()
+	opts.Logger = plog.NewLoggerWithLogrus(quiet)
+	client, err := pulsar.NewClient(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,10 +376,27 @@ func ledgerPath(id int64) string {
 // offloaded segments from BookKeeper once the deletion lag has passed.
 func (tl *testLedger) trim(t testing.TB) {
 	t.Helper()
-	resp, err := http.Post(tl.svc.PulsarAdminURL+"/admin/v2/"+tl.topic.GetRestPath()+"/trim", "application/json", nil)
+	req, err := http.NewRequest(http.MethodPost, tl.svc.PulsarAdminURL+"/admin/v2/"+tl.topic.GetRestPath()+"/trim", nil)
+	if err == nil {
+		err = tl.svc.AuthorizePulsar(req)
+	}
+	var resp *http.Response
+	if err == nil {
+		resp, err = http.DefaultClient.Do(req)
+	}
 	if err != nil {
 		t.Logf("trimming %s: %v", tl.topic, err)
 		return
 	}
 	resp.Body.Close()
+}
+
+// s3Endpoint is the local stack's S3 server: http://127.0.0.1:$S3_PORT
+// (scripts/lib.sh, default 9000).
+func s3Endpoint() string {
+	port := os.Getenv("S3_PORT")
+	if port == "" {
+		port = "9000"
+	}
+	return "http://127.0.0.1:" + port
 }

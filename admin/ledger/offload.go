@@ -252,6 +252,9 @@ func (c *cluster) appliedPolicy(ctx context.Context, topic *utils.TopicName) (ef
 	if err != nil {
 		return policy, fmt.Errorf("reading offload policy of %s: %w", topic, err)
 	}
+	if err := c.opts.Services.AuthorizePulsar(req); err != nil {
+		return policy, fmt.Errorf("reading offload policy of %s: %w", topic, err)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return policy, fmt.Errorf("reading offload policy of %s: %w", topic, err)

@@ -30,6 +30,26 @@ func pulsarAdmin(t *testing.T, args ...string) string {
 	return stdout.String()
 }
 
+// functionSecrets is the secrets map of a test function: the stack's own
+// token as the secret "token", which the runtime connects with (it refuses
+// the worker's); "{}" on an open stack.
+func functionSecrets(t *testing.T, s testenv.Services) string {
+	t.Helper()
+	token, err := s.PulsarTokenValue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]string{}
+	if token != "" {
+		secrets["token"] = token
+	}
+	raw, err := json.Marshal(secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
 // adminREST calls the broker's (or worker's) HTTP API and decodes a JSON
 // answer into out when out is not nil (a *string gets the body as is). It
 // returns the HTTP status.
@@ -40,6 +60,9 @@ func adminREST(t *testing.T, s testenv.Services, method, path string, out any) i
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, s.PulsarAdminURL+path, nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AuthorizePulsar(req); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.DefaultClient.Do(req)

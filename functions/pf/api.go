@@ -209,6 +209,14 @@ func (c *FunctionContext) GetUserConfMap() map[string]any { return c.inst.conf.U
 // GetUserConfValue returns one user config value, nil when absent.
 func (c *FunctionContext) GetUserConfValue(key string) any { return c.inst.conf.UserConfig[key] }
 
+// GetSecret returns one of the function's secrets (given with
+// `functions create --secrets` or by foldline deploy); ok is false when the
+// function has no such secret, or its value is not a string.
+func (c *FunctionContext) GetSecret(key string) (value string, ok bool) {
+	value, ok = c.inst.conf.Secrets[key]
+	return value, ok
+}
+
 // GetCurrentRecord returns the input message being processed. Its
 // properties must not be modified: outputs may share them.
 func (c *FunctionContext) GetCurrentRecord() pulsar.Message { return c.msg }

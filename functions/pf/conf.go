@@ -83,6 +83,11 @@ type instanceConf struct {
 	MaxPendingMessages int
 
 	UserConfig map[string]any
+	// Secrets are the function's secrets (the worker's secretsMap) whose
+	// values are strings: with the process runtime's clear-text secrets
+	// provider, the values given at create time. The runtime reads "token";
+	// a handler reads the others with FunctionContext.GetSecret.
+	Secrets map[string]string
 
 	// Token is the authentication token: the function's own secret "token"
 	// when given, else the worker's token parameters; "" means no auth.
@@ -322,16 +327,29 @@ func (c *instanceConf) applyDetails(d *instancepb.FunctionDetails) error {
 	return nil
 }
 
-// Authentication plugin names the worker may pass.
-const tokenAuthPlugin = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+// ErrWorkerCredentials is returned, wrapped with ErrBadConfig, for a
+// function that has no token of its own on a Pulsar with authentication.
+// The worker hands every instance it starts its own client credentials
+// (clientAuthenticationPlugin and -Parameters: a superuser's, on Pulsar 4.0
+// with the process runtime); an instance that ran with them could read and
+// write every tenant's topics, so the runtime refuses to start instead.
+var ErrWorkerCredentials = errors.New("the function has no token of its own; refusing to run with the worker's credentials, a superuser's")
 
-// applyAuth picks the token: the function's secret "token" wins over the
-// worker's (superuser) token, so that a tenant's function runs as the tenant.
+// applyAuth takes the function's token from its secret "token": a tenant's
+// function runs as the tenant. Without one it runs with no credentials on
+// an open Pulsar (the worker passes no authentication plugin) and refuses
+// to start otherwise (ErrWorkerCredentials).
 func (c *instanceConf) applyAuth(flat *flatConf, secretsJSON string) error {
 	if secretsJSON != "" {
 		var secrets map[string]any
 		if err := json.Unmarshal([]byte(secretsJSON), &secrets); err != nil {
 			return fmt.Errorf("%w: key \"secretsMap\": %w", ErrBadConfig, err)
+		}
+		c.Secrets = make(map[string]string, len(secrets))
+		for k, v := range secrets {
+			if s, ok := v.(string); ok {
+				c.Secrets[k] = s
+			}
 		}
 		if v, ok := secrets["token"]; ok {
 			s, isString := v.(string)
@@ -342,25 +360,12 @@ func (c *instanceConf) applyAuth(flat *flatConf, secretsJSON string) error {
 			return nil
 		}
 	}
-	switch flat.ClientAuthenticationPlugin {
-	case "":
+	if flat.ClientAuthenticationPlugin == "" {
 		return nil
-	case tokenAuthPlugin, "token":
-		params := flat.ClientAuthenticationParameters
-		if strings.HasPrefix(params, "file://") {
-			raw, err := os.ReadFile(strings.TrimPrefix(params, "file://"))
-			if err != nil {
-				return fmt.Errorf("%w: key \"clientAuthenticationParameters\": reading token file: %w", ErrBadConfig, err)
-			}
-			c.Token = strings.TrimSpace(string(raw))
-			return nil
-		}
-		c.Token = strings.TrimPrefix(params, "token:")
-		return nil
-	default:
-		return fmt.Errorf("%w: key \"clientAuthenticationPlugin\": %s is not supported (only %s)",
-			ErrBadConfig, flat.ClientAuthenticationPlugin, tokenAuthPlugin)
 	}
+	return fmt.Errorf("%w: function %s: key \"clientAuthenticationPlugin\" is %s but key \"secretsMap\" has no \"token\": %w; "+
+		"give the function its tenant's token as the secret \"token\" (foldline deploy does; by hand: functions create --secrets '{\"token\": \"…\"}')",
+		ErrBadConfig, c.FQFN(), flat.ClientAuthenticationPlugin, ErrWorkerCredentials)
 }
 
 // applyUserConfig decodes the user config and takes Foldline's keys from it.

@@ -129,21 +129,10 @@ func TestParseConfDetails(t *testing.T) {
 				}
 			},
 		},
-		{
-			name:    "secret token wins over the worker's",
-			details: baseDetails + `,"secretsMap":"{\"token\":\"tenant-token\"}"}`,
-			check: func(t *testing.T, c *instanceConf) {
-				if c.Token != "tenant-token" {
-					t.Errorf("token = %q", c.Token)
-				}
-			},
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			raw := strings.Replace(detailsJSON(tt.details), `{`,
-				`{"clientAuthenticationPlugin":"org.apache.pulsar.client.impl.auth.AuthenticationToken","clientAuthenticationParameters":"token:worker-token",`, 1)
-			c, err := parseConf([]byte(raw))
+			c, err := parseConf([]byte(detailsJSON(tt.details)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,27 +141,49 @@ func TestParseConfDetails(t *testing.T) {
 	}
 }
 
-func TestParseConfWorkerToken(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "token")
-	if err := os.WriteFile(file, []byte("file-token\n"), 0o600); err != nil {
-		t.Fatal(err)
+// The worker hands every instance its own (superuser) credentials: an
+// instance without a token of its own must not run with them.
+func TestParseConfRefusesTheWorkerToken(t *testing.T) {
+	tests := []struct{ name, secrets string }{
+		{name: "no secrets", secrets: ``},
+		{name: "other secrets only", secrets: `,"secretsMap":"{\"cassandraUser\":\"u\"}"`},
 	}
-	tests := []struct{ name, params, want string }{
-		{name: "token: prefix", params: "token:abc", want: "abc"},
-		{name: "bare", params: "abc", want: "abc"},
-		{name: "file", params: "file://" + file, want: "file-token"},
+	for _, params := range []string{"token:abc", "abc", "file:///worker/token"} {
+		for _, tt := range tests {
+			t.Run(tt.name+" "+params, func(t *testing.T) {
+				raw := `{"clientAuthenticationPlugin":"org.apache.pulsar.client.impl.auth.AuthenticationToken",` +
+					`"clientAuthenticationParameters":` + quoteJSON(params) + `,` + detailsJSON(baseDetails + tt.secrets + `}`)[1:]
+				c, err := parseConf([]byte(raw))
+				if !errors.Is(err, ErrWorkerCredentials) || !errors.Is(err, ErrBadConfig) {
+					t.Fatalf("error = %v (token %q), want ErrWorkerCredentials", err, c.tokenOrEmpty())
+				}
+			})
+		}
+	}
+}
+
+// Without an authentication plugin (an open Pulsar) an instance runs with
+// no credentials; with a secret token, with that token; its other secrets
+// reach the handler.
+func TestParseConfOpenAndSecrets(t *testing.T) {
+	tests := []struct{ name, prefix, secrets, wantToken string }{
+		{name: "open", secrets: ``},
+		{name: "open with a token", secrets: `,"secretsMap":"{\"token\":\"t1\",\"cassandraUser\":\"u\"}"`, wantToken: "t1"},
+		{name: "worker credentials and a token", prefix: `"clientAuthenticationPlugin":"org.apache.pulsar.client.impl.auth.AuthenticationToken","clientAuthenticationParameters":"token:worker",`,
+			secrets: `,"secretsMap":"{\"token\":\"t1\",\"cassandraUser\":\"u\"}"`, wantToken: "t1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			raw := `{"clientAuthenticationPlugin":"org.apache.pulsar.client.impl.auth.AuthenticationToken",` +
-				`"clientAuthenticationParameters":` + quoteJSON(tt.params) + `,` + detailsJSON(baseDetails + `}`)[1:]
+			raw := `{` + tt.prefix + detailsJSON(baseDetails + tt.secrets + `}`)[1:]
 			c, err := parseConf([]byte(raw))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.Token != tt.want {
-				t.Errorf("token = %q, want %q", c.Token, tt.want)
+			if c.Token != tt.wantToken {
+				t.Errorf("token = %q, want %q", c.Token, tt.wantToken)
+			}
+			if tt.secrets != "" && c.Secrets["cassandraUser"] != "u" {
+				t.Errorf("secrets = %v, want cassandraUser u", c.Secrets)
 			}
 		})
 	}
@@ -244,4 +255,11 @@ func TestParseArgs(t *testing.T) {
 			}
 		})
 	}
+}
+
+func (c *instanceConf) tokenOrEmpty() string {
+	if c == nil {
+		return ""
+	}
+	return c.Token
 }

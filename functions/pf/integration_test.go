@@ -193,7 +193,8 @@ func TestFunctionUnderWorker(t *testing.T) {
 		"--tenant", d.tenant, "--namespace", d.ns, "--name", d.name,
 		"--inputs", d.in, "--output", d.out,
 		"--subs-name", d.subs, "--subs-position", "Earliest", "--retain-ordering",
-		"--user-config", `{"maxRetries":2,"retryBackoffMs":200,"deadLetterTopic":"`+d.dead+`"}`)
+		"--user-config", `{"maxRetries":2,"retryBackoffMs":200,"deadLetterTopic":"`+d.dead+`"}`,
+		"--secrets", functionSecrets(t, d.s))
 	testenv.WaitFor(t, 3*time.Minute, "the function to run", func() bool {
 		st := d.status(t)
 		return st.NumRunning == 1 && len(st.Instances) == 1 && st.Instances[0].Status.Running

@@ -40,6 +40,7 @@ func TestRunAgainstBroker(t *testing.T) {
 	details, err := json.Marshal(map[string]any{
 		"tenant": d.tenant, "namespace": d.ns, "name": d.name, "logTopic": prefix + "log",
 		"userConfig": `{"subscriptionType":"key_shared"}`,
+		"secretsMap": functionSecrets(t, s),
 		"source": map[string]any{
 			"subscriptionPosition": "EARLIEST",
 			"inputSpecs":           map[string]any{prefix + "in-.*": map[string]any{"isRegexPattern": true}},
@@ -123,7 +124,9 @@ func instanceConf(t *testing.T, s testenv.Services, details []byte) []byte {
 
 func newTestClient(t *testing.T, s testenv.Services) pulsar.Client {
 	t.Helper()
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: s.PulsarURL, Logger: quietLogger()})
+	opts := s.PulsarClientOptions()
+	opts.Logger = quietLogger()
+	client, err := pulsar.NewClient(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func identityConf(t *testing.T, s testenv.Services, name string) (conf string, m
 	t.Helper()
 	metricsPort = freePort(t)
 	details, err := json.Marshal(map[string]any{
-		"tenant": "public", "namespace": "default", "name": name,
+		"tenant": "public", "namespace": "default", "name": name, "secretsMap": functionSecrets(t, s),
 		"source": map[string]any{"inputSpecs": map[string]any{"persistent://public/default/pftest-sigterm-in": map[string]any{}}},
 	})
 	if err != nil {

@@ -20,9 +20,9 @@ func (w LogWriter) Write(p []byte) (int, error) {
 
 // Publish sends n small messages to topic, keyed 0…n-1, one broker entry
 // each (no batching).
-func Publish(t testing.TB, pulsarURL, topic string, n int) {
+func Publish(t testing.TB, svc Services, topic string, n int) {
 	t.Helper()
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: pulsarURL})
+	client, err := pulsar.NewClient(svc.PulsarClientOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

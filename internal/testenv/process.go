@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/foldline/foldline/internal/proc"
+	"github.com/foldline/foldline/internal/services"
 )
 
 // InstancePIDs returns the pids of the processes running a function's
@@ -35,10 +36,10 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 
 // ServicePID returns the pid of a service that scripts/stack started
 // (service is "pulsar", "cassandra" or "s3"), from its pid file in the
-// checkout's .stack folder.
+// stack folder (services.StackDir).
 func ServicePID(t testing.TB, service string) int {
 	t.Helper()
-	file := filepath.Join(RepoRoot(), ".stack", service, service+".pid")
+	file := filepath.Join(services.StackDir(), service, service+".pid")
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatalf("reading the pid of %s (started by scripts/stack up?): %v", service, err)

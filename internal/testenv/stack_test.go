@@ -10,7 +10,6 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
-	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/internal/testenv"
 )
@@ -25,7 +24,7 @@ func uniqueName(prefix string) string {
 
 func TestPulsarPublishConsume(t *testing.T) {
 	svc := testenv.Pulsar(t)
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: svc.PulsarURL})
+	client, err := pulsar.NewClient(svc.PulsarClientOptions())
 	if err != nil {
 		t.Fatalf("creating client: %v", err)
 	}
@@ -77,7 +76,7 @@ func TestPulsarPublishConsume(t *testing.T) {
 
 func TestPulsarAdminTenantPolicies(t *testing.T) {
 	svc := testenv.Pulsar(t)
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: svc.PulsarAdminURL})
+	admin, err := pulsaradmin.NewClient(svc.PulsarAdminConfig())
 	if err != nil {
 		t.Fatalf("creating admin client: %v", err)
 	}
@@ -119,7 +118,10 @@ func TestPulsarAdminTenantPolicies(t *testing.T) {
 
 func TestCassandraKeyspaceTableRows(t *testing.T) {
 	svc := testenv.Cassandra(t)
-	cluster := gocql.NewCluster(svc.CassandraHost)
+	cluster, err := svc.CassandraCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cluster.Timeout = 30 * time.Second
 	cluster.ConnectTimeout = 10 * time.Second
 	session, err := cluster.CreateSession()

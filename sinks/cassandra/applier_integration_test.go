@@ -22,6 +22,11 @@ func testKeyspace(t testing.TB) (*gocql.Session, Settings, string) {
 	t.Helper()
 	svc := testenv.Cassandra(t)
 	settings := Settings{Hosts: []string{svc.CassandraHost}, RetryBackoffMin: 20 * time.Millisecond, RetryBackoffMax: time.Second}.Defaults()
+	user, password, err := svc.CassandraCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings.Username, settings.Password = user, password
 	session, err := NewSession(settings)
 	if err != nil {
 		t.Fatal(err)

@@ -76,7 +76,18 @@ type Settings struct {
 	// the table is building. Defaults 5000 and 1s.
 	BuildingBatchSize int
 	BuildingLinger    time.Duration
+	// Username and Password log in to Cassandra ("" Username: no login).
+	// The sink takes them from its function's secrets (SecretUsername,
+	// SecretPassword), never from the user config, which anyone who may
+	// read the function's config sees.
+	Username, Password string
 }
+
+// The function secrets the sink logs in to Cassandra with.
+const (
+	SecretUsername = "cassandraUser"
+	SecretPassword = "cassandraPassword"
+)
 
 // Defaults returns s with every zero field set to its default.
 func (s Settings) Defaults() Settings {
@@ -383,6 +394,9 @@ func NewSession(s Settings) (*gocql.Session, error) {
 	// columns a write leaves alone.
 	cluster.ProtoVersion = 4
 	cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
+	if s.Username != "" {
+		cluster.Authenticator = gocql.PasswordAuthenticator{Username: s.Username, Password: s.Password}
+	}
 	session, err := cluster.CreateSession()
 	if err != nil {
 		return nil, fmt.Errorf("connecting to Cassandra at %s: %w", strings.Join(s.Hosts, ","), err)

@@ -23,6 +23,7 @@ import (
 	"github.com/foldline/foldline/admin/lint"
 	"github.com/foldline/foldline/admin/status"
 	"github.com/foldline/foldline/admin/views"
+	"github.com/foldline/foldline/internal/services"
 )
 
 // usageError marks a command-line mistake (exit code 2).
@@ -38,6 +39,19 @@ func newRoot() *cobra.Command {
 		Long:          "Turn a Pulsar ledger of domain events into views in Cassandra.\n\n" + exitcode.Help,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	for _, s := range services.Settings {
+		root.PersistentFlags().String(s.Flag, "", s.Usage+" [$"+s.Env+"]")
+	}
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		for _, s := range services.Settings {
+			if f := cmd.Flags().Lookup(s.Flag); f != nil && f.Changed {
+				if err := os.Setenv(s.Env, f.Value.String()); err != nil {
+					return fmt.Errorf("setting %s from --%s: %w", s.Env, s.Flag, err)
+				}
+			}
+		}
+		return nil
 	}
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return &usageError{fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())}

@@ -17,7 +17,10 @@ func Connect(s services.Services) (*gocql.Session, error) {
 	if err := s.CheckCassandra(); err != nil {
 		return nil, err
 	}
-	cluster := gocql.NewCluster(s.CassandraHost)
+	cluster, err := s.CassandraCluster()
+	if err != nil {
+		return nil, err
+	}
 	cluster.Consistency = gocql.LocalQuorum
 	cluster.Timeout = 30 * time.Second // schema changes on a busy single node take a while
 	cluster.ConnectTimeout = 10 * time.Second

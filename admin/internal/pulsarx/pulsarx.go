@@ -39,11 +39,13 @@ func Connect(s services.Services) (*Clients, error) {
 	if err := s.CheckPulsar(); err != nil {
 		return nil, err
 	}
-	v2, err := admin.New(&config.Config{WebServiceURL: s.PulsarAdminURL, PulsarAPIVersion: config.V2})
+	v2conf, v3conf := s.PulsarAdminConfig(), s.PulsarAdminConfig()
+	v2conf.PulsarAPIVersion, v3conf.PulsarAPIVersion = config.V2, config.V3
+	v2, err := admin.New(v2conf)
 	if err != nil {
 		return nil, fmt.Errorf("creating Pulsar admin client for %s: %w", s.PulsarAdminURL, err)
 	}
-	v3, err := admin.New(&config.Config{WebServiceURL: s.PulsarAdminURL, PulsarAPIVersion: config.V3})
+	v3, err := admin.New(v3conf)
 	if err != nil {
 		return nil, fmt.Errorf("creating Pulsar functions client for %s: %w", s.PulsarAdminURL, err)
 	}

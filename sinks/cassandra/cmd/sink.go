@@ -45,9 +45,12 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 		// A panic in the sink's goroutines stops the instance with the
 		// error, so that the worker starts it again, instead of ending
 		// the process with no word or leaving callers waiting forever.
+		// The Cassandra credentials are the tenant's, from the secrets.
+		user, _ := fc.GetSecret(cassandra.SecretUsername)
+		password, _ := fc.GetSecret(cassandra.SecretPassword)
 		faults := safego.New()
 		faults.Forward(fc.Fail)
-		faults.Go("setting up the sink", func() { s.setUp(faults) })
+		faults.Go("setting up the sink", func() { s.setUp(faults, user, password) })
 	})
 	op, err := envelope.DecodeViewOp(payload)
 	if err != nil {
@@ -79,9 +82,10 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 // retries forever: Cassandra may come up later, and a schema mismatch is
 // fixed by an operator. Until it succeeds every handler call waits, so no
 // message is acknowledged or dead-lettered for the sink's own trouble.
-func (s *Sink) setUp(faults *safego.Faults) {
+func (s *Sink) setUp(faults *safego.Faults, user, password string) {
 	ctx := context.Background()
 	cfg := s.cfg
+	cfg.Settings.Username, cfg.Settings.Password = user, password
 	wait := cfg.Settings.RetryBackoffMin
 	for {
 		applier, session, err := cassandra.Open(ctx, cfg)

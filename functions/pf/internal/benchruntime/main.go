@@ -18,6 +18,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,6 +42,7 @@ import (
 
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/internal/proc"
+	"github.com/foldline/foldline/internal/services"
 )
 
 type options struct {
@@ -48,6 +50,9 @@ type options struct {
 	size       int
 	serviceURL string
 	adminURL   string
+	// svc carries the credentials (FOLDLINE_PULSAR_TOKEN…, see package
+	// services) and the two URLs above.
+	svc        services.Services
 	pulsarHome string
 	repoRoot   string
 	// failover subscribes every contender with a failover subscription
@@ -81,6 +86,8 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of all contenders; the table shows each one's median")
 	flag.BoolVar(&o.derived, "derived", false, "inputs carry an origin position already (a stage after the first); false: ledger events, to which the runtime adds it")
 	flag.Parse()
+	o.svc = services.FromEnv()
+	o.svc.PulsarURL, o.svc.PulsarAdminURL = o.serviceURL, o.adminURL
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := bench(ctx, o); err != nil {
@@ -123,7 +130,7 @@ type result struct {
 }
 
 func bench(ctx context.Context, o options) error {
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: o.serviceURL, Logger: quietLogger()})
+	client, err := newClient(o.svc)
 	if err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
@@ -373,6 +380,15 @@ func deploy(ctx context.Context, o options, ns, name, in, out string, kind []str
 	if o.failover {
 		args = append(args, "--retain-ordering")
 	}
+	// The runtime runs as the function's token, never the worker's.
+	token, err := o.svc.PulsarTokenValue()
+	if err != nil {
+		return nil, nil, err
+	}
+	if token != "" {
+		secrets, _ := json.Marshal(map[string]string{"token": token})
+		args = append(args, "--secrets", string(secrets))
+	}
 	if err := pulsarAdmin(ctx, o, args...); err != nil {
 		return nil, nil, err
 	}
@@ -392,7 +408,15 @@ func deploy(ctx context.Context, o options, ns, name, in, out string, kind []str
 }
 
 func pulsarAdmin(ctx context.Context, o options, args ...string) error {
-	cmd := exec.CommandContext(ctx, filepath.Join(o.pulsarHome, "bin", "pulsar-admin"), append([]string{"--admin-url", o.adminURL}, args...)...)
+	global := []string{"--admin-url", o.adminURL}
+	token, err := o.svc.PulsarTokenValue()
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		global = append(global, "--auth-plugin", "org.apache.pulsar.client.impl.auth.AuthenticationToken", "--auth-params", "token:"+token)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(o.pulsarHome, "bin", "pulsar-admin"), append(global, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("pulsar-admin %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
@@ -402,6 +426,9 @@ func pulsarAdmin(ctx context.Context, o options, args ...string) error {
 func adminDo(o options, method, path string) error {
 	req, err := http.NewRequest(method, o.adminURL+path, nil)
 	if err != nil {
+		return err
+	}
+	if err := o.svc.AuthorizePulsar(req); err != nil {
 		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -419,6 +446,10 @@ func adminDo(o options, method, path string) error {
 func cleanUp(o options, ns string) {
 	time.Sleep(5 * time.Second) // let the worker stop the instances it was told to delete
 	req, _ := http.NewRequest("GET", o.adminURL+"/admin/v2/namespaces/"+ns+"/topics", nil)
+	if err := o.svc.AuthorizePulsar(req); err != nil {
+		fmt.Fprintln(os.Stderr, "cleaning up:", err)
+		return
+	}
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		var b strings.Builder
 		sc := bufio.NewScanner(resp.Body)
@@ -440,6 +471,13 @@ func cleanUp(o options, ns string) {
 
 // plainLoop is the limit: consume, produce with the same key and
 // properties, acknowledge once the send is confirmed.
+// newClient is a quiet client of svc's broker with its credentials.
+func newClient(svc services.Services) (pulsar.Client, error) {
+	opts := svc.PulsarClientOptions()
+	opts.Logger = quietLogger()
+	return pulsar.NewClient(opts)
+}
+
 func plainLoop(args []string) error {
 	if len(args) != 4 {
 		return errors.New("usage: loop <service-url> <in> <out> failover|shared")
@@ -448,7 +486,9 @@ func plainLoop(args []string) error {
 	if args[3] == "failover" {
 		subType = pulsar.Failover
 	}
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: args[0], Logger: quietLogger()})
+	svc := services.FromEnv()
+	svc.PulsarURL = args[0]
+	client, err := newClient(svc)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,174 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/admin/internal/tenantid"
+	"github.com/foldline/foldline/internal/services"
+	"github.com/foldline/foldline/sinks/cassandra"
+)
+
+// ErrNoSigningKey is returned when Pulsar wants credentials but deploy has
+// no key to sign the tenant's token with: the tenant's functions would have
+// no token of their own, and the runtime refuses to run as the worker.
+var ErrNoSigningKey = errors.New("deploying to a Pulsar with authentication needs the key that signs tenants' tokens: set --pulsar-secret-key-file (FOLDLINE_PULSAR_SECRET_KEY_FILE)")
+
+// identity is who a tenant's functions run as: the credentials deploy puts
+// into every function's secrets (never its user config, which whoever may
+// read the function's config sees).
+type identity struct {
+	// Role is the tenant's own role in Pulsar and Cassandra ("" when the
+	// stack runs open and there is no signing key).
+	Role string
+	// PulsarToken is the functions' Pulsar token, the function secret
+	// "token" the runtime (functions/pf) connects with; "" gives none.
+	PulsarToken string
+	// CassandraUser and CassandraPassword log the sink in to Cassandra
+	// ("" user: no login).
+	CassandraUser, CassandraPassword string
+	// keyFile is the signing key's file, beside which deploy writes the
+	// tenant's credentials.
+	keyFile string
+}
+
+// tenantIdentity returns who tenant's functions run as. With a signing key
+// the tenant gets a role of its own (tenantid): a Pulsar token, and, when
+// Cassandra wants a login, a Cassandra role limited to the tenant's
+// keyspace. Without a key, on an open Pulsar, the functions get no token
+// and the sinks log in as the deployer.
+func tenantIdentity(svc services.Services, tenant string) (identity, error) {
+	user, password, err := svc.CassandraCredentials()
+	if err != nil {
+		return identity{}, err
+	}
+	if svc.PulsarSecretKeyFile == "" {
+		if token, err := svc.PulsarTokenValue(); err != nil || token != "" {
+			return identity{}, errors.Join(err, ErrNoSigningKey)
+		}
+		return identity{CassandraUser: user, CassandraPassword: password}, nil
+	}
+	key, err := tenantid.ReadKey(svc.PulsarSecretKeyFile)
+	if err != nil {
+		return identity{}, err
+	}
+	tid := tenantid.Derive(key, tenant)
+	id := identity{Role: tid.Role, PulsarToken: tid.PulsarToken, keyFile: svc.PulsarSecretKeyFile}
+	if user != "" {
+		id.CassandraUser, id.CassandraPassword = tid.Role, tid.CassandraPassword
+	}
+	return id, nil
+}
+
+// secrets are the function secrets of a function (sink: a view's sink).
+func (id identity) secrets(sink bool) map[string]any {
+	s := map[string]any{}
+	if id.PulsarToken != "" {
+		s["token"] = id.PulsarToken
+	}
+	if sink && id.CassandraUser != "" {
+		maps.Copy(s, map[string]any{cassandra.SecretUsername: id.CassandraUser, cassandra.SecretPassword: id.CassandraPassword})
+	}
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// adminRoles are the tenant's admin roles: the manifest's and its own.
+func (id identity) adminRoles(manifestRoles []string) []string {
+	if id.Role == "" || slices.Contains(manifestRoles, id.Role) {
+		return manifestRoles
+	}
+	return append(slices.Clone(manifestRoles), id.Role)
+}
+
+// quoteCQL quotes a CQL identifier or role name.
+func quoteCQL(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
+
+// planCassandraRole plans the tenant's Cassandra role: it can log in with
+// its password and holds every permission on the tenant's keyspace, and
+// nothing else (no superuser, no other keyspace, no role management). It
+// runs after the keyspace's creation, which the grant needs.
+func (pl *planner) planCassandraRole(ctx context.Context) error {
+	id, ks := pl.identity, pl.set.Tenant.Keyspace
+	if id.Role == "" || id.CassandraUser == "" {
+		return nil
+	}
+	var name string
+	err := pl.cql.Query(`SELECT role FROM system_auth.roles WHERE role = ?`, id.Role).WithContext(ctx).Scan(&name)
+	exists := err == nil
+	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
+		return fmt.Errorf("reading role %s: %w", id.Role, err)
+	}
+	var perms []string
+	err = pl.cql.Query(`SELECT permissions FROM system_auth.role_permissions WHERE role = ? AND resource = ?`, id.Role, "data/"+ks).
+		WithContext(ctx).Scan(&perms)
+	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
+		return fmt.Errorf("reading the permissions of role %s: %w", id.Role, err)
+	}
+	grant := fmt.Sprintf("GRANT ALL PERMISSIONS ON KEYSPACE %s TO %s", quoteCQL(ks), quoteCQL(id.Role))
+	// The password is derived, so an existing role has it already (Cassandra
+	// refuses changing a password twice within 5 s, and deploy runs often).
+	create := fmt.Sprintf("CREATE ROLE IF NOT EXISTS %s WITH PASSWORD = '%s' AND LOGIN = true", quoteCQL(id.Role), id.CassandraPassword)
+	var steps []string
+	switch {
+	case !exists:
+		steps = []string{create, grant}
+	case len(perms) == 0:
+		steps = []string{grant}
+	default:
+		pl.add(Change{Action: Keep, Kind: "cassandra role", Name: id.Role})
+		return nil
+	}
+	action := Create
+	if exists {
+		action = Update
+	}
+	pl.add(Change{Action: action, Kind: "cassandra role", Name: id.Role, Details: []string{"login limited to keyspace " + ks},
+		apply: func(ctx context.Context) error {
+			for _, q := range steps {
+				if err := pl.cql.Query(q).WithContext(ctx).Exec(); err != nil {
+					return fmt.Errorf("setting up role %s: %w", id.Role, err)
+				}
+			}
+			return nil
+		}})
+	return nil
+}
+
+// writeCredentials writes the tenant's credentials, as FOLDLINE_*
+// environment settings the foldline command reads, to
+// tenants/TENANT.env beside the signing key (mode 0600), and returns the
+// file's path ("" when the tenant has no identity of its own).
+func (id identity) writeCredentials(tenant string) (string, error) {
+	if id.Role == "" {
+		return "", nil
+	}
+	if filepath.Base(tenant) != tenant || tenant == "." || tenant == ".." {
+		return "", fmt.Errorf("writing the credentials of tenant %q: not a file name", tenant)
+	}
+	dir := filepath.Join(filepath.Dir(id.keyFile), "tenants")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("writing the credentials of tenant %s: %w", tenant, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Tenant %s's own credentials, written by foldline deploy: source this file\n# (set -a; . FILE) to run foldline, or any Pulsar or Cassandra client, as the tenant.\n", tenant)
+	fmt.Fprintf(&b, "FOLDLINE_PULSAR_TOKEN=%s\n", id.PulsarToken)
+	if id.CassandraUser != "" {
+		fmt.Fprintf(&b, "FOLDLINE_CASSANDRA_USER=%s\nFOLDLINE_CASSANDRA_PASSWORD=%s\n", id.CassandraUser, id.CassandraPassword)
+	}
+	path := filepath.Join(dir, tenant+".env")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return "", fmt.Errorf("writing the credentials of tenant %s: %w", tenant, err)
+	}
+	return path, nil
+}
