@@ -27,6 +27,7 @@ func TestOutputTooLargeForTheBrokerIsDeadLettered(t *testing.T) {
 	details, err := json.Marshal(map[string]any{
 		"tenant": d.tenant, "namespace": d.ns, "name": d.name,
 		"userConfig": `{"maxMessageBytes":67108864}`,
+		"secretsMap": functionSecrets(t, d.s),
 		"source": map[string]any{
 			"subscriptionPosition": "EARLIEST", "subscriptionType": "FAILOVER",
 			"inputSpecs": map[string]any{prefix + "in": map[string]any{}},
