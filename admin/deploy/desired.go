@@ -13,6 +13,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/pf"
 )
 
 // Keys deploy adds to every function's user config. The fingerprint covers
@@ -34,8 +35,10 @@ type desiredFunction struct {
 // renderFunctions builds every stage's binary and its function config, in
 // DAG order.
 //
-// Every function gets id's credentials in its secrets.
-func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.Stage, builder *gobuild.Builder, cassandraHosts string, id identity) ([]desiredFunction, error) {
+// Every function gets id's credentials in its secrets, and a stage that
+// reads a ledger topic gets the topic's epoch from epochs (ledger topic →
+// epoch) in its user config.
+func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.Stage, builder *gobuild.Builder, cassandraHosts string, id identity, epochs map[string]string) ([]desiredFunction, error) {
 	out := make([]desiredFunction, 0, len(order))
 	for _, st := range order {
 		bin, err := builder.Build(ctx, st.Binary)
@@ -47,6 +50,7 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 			return nil, err
 		}
 		conf.Secrets = id.secrets(st.View != nil)
+		setLedgerEpochs(&conf, st, epochs)
 		conf.UserConfig[UserConfigBinary] = bin.SHA256
 		fp, err := fingerprint(conf)
 		if err != nil {
@@ -119,4 +123,18 @@ func fingerprint(conf utils.FunctionConfig) (string, error) {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// setLedgerEpochs puts the epochs of the ledger topics st reads into its
+// user config (pf.UserConfigLedgerEpochs).
+func setLedgerEpochs(conf *utils.FunctionConfig, st *manifest.Stage, epochs map[string]string) {
+	read := map[string]any{}
+	for _, in := range st.Inputs {
+		if epoch, ok := epochs[in]; ok {
+			read[in] = epoch
+		}
+	}
+	if len(read) > 0 {
+		conf.UserConfig[pf.UserConfigLedgerEpochs] = read
+	}
 }

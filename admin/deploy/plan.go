@@ -21,6 +21,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -122,6 +123,9 @@ type planner struct {
 	identity identity
 	progress io.Writer
 	plan     *Plan
+	// epochs maps each ledger topic to its epoch, as the topic has it or
+	// will have it once the plan is applied (planTopics).
+	epochs map[string]string
 }
 
 func (pl *planner) add(c Change) { pl.plan.Changes = append(pl.plan.Changes, c) }
@@ -131,6 +135,7 @@ func (pl *planner) add(c Change) { pl.plan.Changes = append(pl.plan.Changes, c) 
 func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
 	t := pl.set.Tenant
 	pl.plan = &Plan{Tenant: t.Name, Keyspace: t.Keyspace}
+	pl.epochs = map[string]string{}
 	tenantExists, err := pl.planTenant(ctx)
 	if err != nil {
 		return nil, err
@@ -147,7 +152,7 @@ func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
 	if err := pl.planCassandraRole(ctx); err != nil {
 		return nil, err
 	}
-	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts, pl.identity)
+	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts, pl.identity, pl.epochs)
 	if err != nil {
 		return nil, err
 	}
@@ -396,6 +401,7 @@ func (pl *planner) planTopics(ctx context.Context, tenantExists bool) error {
 			if pl.graph.Ledger[topic] {
 				// A ledger topic is born with its epoch (package ledgerepoch).
 				props = ledgerepoch.Properties(time.Now())
+				pl.epochs[topic] = props[envelope.PropLedgerEpoch]
 			}
 			pl.add(Change{Action: Create, Kind: "topic", Name: topic, Details: []string{detail},
 				apply: func(ctx context.Context) error {
@@ -406,6 +412,18 @@ func (pl *planner) planTopics(ctx context.Context, tenantExists bool) error {
 					return err
 				}})
 			continue
+		}
+		if pl.graph.Ledger[topic] {
+			epoch, ok, err := ledgerepoch.Read(ctx, pl.pulsar.Admin.Topics(), *tn)
+			if err != nil {
+				return err
+			}
+			if !ok { // created before epochs existed, or by a producer
+				epoch = ledgerepoch.New(time.Now())
+				pl.add(Change{Action: Update, Kind: "topic", Name: topic, Details: []string{"ledger epoch " + epoch},
+					apply: func(ctx context.Context) error { return ledgerepoch.Write(ctx, pl.pulsar.Admin.Topics(), *tn, epoch) }})
+			}
+			pl.epochs[topic] = epoch
 		}
 		if have == -1 {
 			meta, err := pl.pulsar.Admin.Topics().GetMetadataWithContext(ctx, *tn)

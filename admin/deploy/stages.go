@@ -11,6 +11,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/internal/ledgerepoch"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/sinks/cassandra"
@@ -28,7 +29,11 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 	if err != nil {
 		return err
 	}
-	functions, err := renderFunctions(ctx, set, stages, builder, opts.Services.CassandraHost, id)
+	epochs, err := stageEpochs(ctx, pulsar, set, stages)
+	if err != nil {
+		return err
+	}
+	functions, err := renderFunctions(ctx, set, stages, builder, opts.Services.CassandraHost, id, epochs)
 	if err != nil {
 		return err
 	}
@@ -64,6 +69,31 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 		return waitRunning(ctx, pulsar, &Plan{functions: functions}, opts.Wait, opts.ErrOut)
 	}
 	return nil
+}
+
+// stageEpochs returns the epochs of the ledger topics that stages read,
+// giving a topic one if it has none (package ledgerepoch).
+func stageEpochs(ctx context.Context, pulsar *pulsarx.Clients, set *manifest.Set, stages []*manifest.Stage) (map[string]string, error) {
+	ledger := map[string]bool{}
+	for _, t := range set.Tenant.Ledger {
+		ledger[t.Name] = true
+	}
+	epochs := map[string]string{}
+	for _, st := range stages {
+		for _, in := range st.Inputs {
+			if !ledger[in] || epochs[in] != "" {
+				continue
+			}
+			tn, err := utils.GetTopicName(in)
+			if err != nil {
+				return nil, fmt.Errorf("naming topic %s: %w", in, err)
+			}
+			if epochs[in], err = ledgerepoch.Ensure(ctx, pulsar.Admin.Topics(), *tn); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return epochs, nil
 }
 
 // createTopic creates a non-partitioned topic unless it exists ("" is no

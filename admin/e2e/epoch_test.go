@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -10,58 +11,99 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/ingest"
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/internal/testenv"
 )
 
 // TestShopViewsRefuseARecreatedLedger deletes the ledger topic under a
-// running pipeline and ingests into its new incarnation, as after a
+// running pipeline and publishes into its new incarnation, as after a
 // cluster's metadata was lost while Cassandra kept the tables: the new
 // incarnation has another epoch, and its operations on rows the old one
 // built are rejected into the sink's dead-letter topic with the reason —
-// never skipped as applied, never folded into the old rows.
+// never skipped as applied, never folded into the old rows. Events from
+// foldline ingest carry the epoch themselves; events from a plain producer
+// get it from validate's user config, which deploy sets from the topic.
 func TestShopViewsRefuseARecreatedLedger(t *testing.T) {
-	s := deployShop(t, "epoch")
-	s.ingest(t, generate(t, 1000, 21))
-	s.waitForFold(t, 5*time.Minute)
-	before, err := s.views(t)
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name    string
+		publish func(*shop, testing.TB, [][]byte)
+		// redeploy runs foldline deploy after the topic is re-created, as
+		// on a new cluster: it gives the topic an epoch and validate that
+		// epoch.
+		redeploy bool
+	}{
+		{name: "foldline ingest", publish: (*shop).ingest},
+		{name: "a plain producer", publish: (*shop).produce, redeploy: true},
 	}
-	admin := s.pulsarAdmin(t)
-	ledger, err := utils.GetTopicName(ingest.DefaultTopic(s.tenant))
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := deployShop(t, "epoch")
+			tt.publish(s, t, generate(t, 1000, 21))
+			s.waitForFold(t, 5*time.Minute)
+			before, err := s.views(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			admin := s.pulsarAdmin(t)
+			ledger, err := utils.GetTopicName(ingest.DefaultTopic(s.tenant))
+			if err != nil {
+				t.Fatal(err)
+			}
+			epochOf := func() string {
+				props, err := admin.Topics().GetProperties(*ledger)
+				if err != nil {
+					t.Fatalf("reading the ledger's properties: %v", err)
+				}
+				return props[envelope.PropLedgerEpoch]
+			}
+			old := epochOf()
+			if old == "" {
+				t.Fatal("the deployed ledger topic has no epoch")
+			}
+			if err := admin.Topics().Delete(*ledger, true, true); err != nil {
+				t.Fatalf("deleting the ledger topic: %v", err)
+			}
+			// validate's consumer reconnects and re-creates the topic with
+			// its subscription at Earliest.
+			testenv.WaitFor(t, 2*time.Minute, "validate subscribed to the new ledger topic", func() bool {
+				stats, err := admin.Topics().GetStats(*ledger)
+				if err != nil {
+					return false
+				}
+				_, ok := stats.Subscriptions["validate"]
+				return ok
+			})
+			if tt.redeploy {
+				if _, err := deploy.Deploy(t.Context(), s.opts); err != nil {
+					t.Fatalf("deploying again: %v", err)
+				}
+			}
+			// The same users and skus: every operation lands on a row the
+			// old incarnation built.
+			tt.publish(s, t, generate(t, 300, 21))
+			if now := epochOf(); now == "" || now == old {
+				t.Fatalf("the re-created ledger has epoch %q, the old one had %q", now, old)
+			}
+			s.requireEpochRejections(t, 10)
+			after, err := s.views(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for user, row := range before.UserActivity {
+				if after.UserActivity[user] != row {
+					t.Errorf("user_activity row %s changed from %+v to %+v: the new incarnation was folded into it", user, row, after.UserActivity[user])
+				}
+			}
+		})
 	}
-	epochOf := func() string {
-		props, err := admin.Topics().GetProperties(*ledger)
-		if err != nil {
-			t.Fatalf("reading the ledger's properties: %v", err)
-		}
-		return props[envelope.PropLedgerEpoch]
-	}
-	old := epochOf()
-	if err := admin.Topics().Delete(*ledger, true, true); err != nil {
-		t.Fatalf("deleting the ledger topic: %v", err)
-	}
-	// validate's consumer reconnects and re-creates the topic with its
-	// subscription at Earliest; ingest then gives the topic a new epoch.
-	testenv.WaitFor(t, 2*time.Minute, "validate subscribed to the new ledger topic", func() bool {
-		stats, err := admin.Topics().GetStats(*ledger)
-		if err != nil {
-			return false
-		}
-		_, ok := stats.Subscriptions["validate"]
-		return ok
-	})
-	// The same users and skus: every operation lands on a row the old
-	// incarnation built.
-	s.ingest(t, generate(t, 300, 21))
-	if now := epochOf(); now == "" || now == old {
-		t.Fatalf("the re-created ledger has epoch %q, the old one had %q", now, old)
-	}
+}
 
+// requireEpochRejections waits up to 3 minutes for n operations in
+// user_activity's sink dead-letter topic, each rejected for its epoch.
+func (s *shop) requireEpochRejections(t *testing.T, n int) {
+	t.Helper()
 	client, err := pulsar.NewClient(s.svc.PulsarClientOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -74,30 +116,52 @@ func TestShopViewsRefuseARecreatedLedger(t *testing.T) {
 	}
 	defer reader.Close()
 	deadline := time.Now().Add(3 * time.Minute)
-	rejected := 0
-	for rejected < 10 {
+	for rejected := 0; rejected < n; rejected++ {
 		ctx, cancel := context.WithDeadline(t.Context(), deadline)
 		msg, err := reader.Next(ctx)
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("%s holds %d operations rejected for their epoch after 3 minutes, want 10", dlq, rejected)
+			t.Fatalf("%s holds %d operations rejected for their epoch after 3 minutes, want %d", dlq, rejected, n)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		reason := msg.Properties()[envelope.PropDeadLetterReason]
-		if !strings.Contains(reason, "another epoch") {
+		if reason := msg.Properties()[envelope.PropDeadLetterReason]; !strings.Contains(reason, "another epoch") {
 			t.Fatalf("dead letter with reason %q, want the epoch named", reason)
 		}
-		rejected++
 	}
-	after, err := s.views(t)
+}
+
+// produce publishes lines to the ledger with a plain producer, as an
+// application would: the user as the key, the event's time as its event
+// time, and no properties (no epoch).
+func (s *shop) produce(t testing.TB, lines [][]byte) {
+	t.Helper()
+	client, err := pulsar.NewClient(s.svc.PulsarClientOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for user, row := range before.UserActivity {
-		if after.UserActivity[user] != row {
-			t.Errorf("user_activity row %s changed from %+v to %+v: the new incarnation was folded into it", user, row, after.UserActivity[user])
-		}
+	defer client.Close()
+	producer, err := client.CreateProducer(pulsar.ProducerOptions{Topic: ingest.DefaultTopic(s.tenant)})
+	if err != nil {
+		t.Fatalf("creating a producer: %v", err)
 	}
+	defer producer.Close()
+	for _, line := range lines {
+		var ev struct{ User, Time string }
+		_ = json.Unmarshal(line, &ev) // malformed lines go as they are
+		msg := &pulsar.ProducerMessage{Payload: line, Key: ev.User}
+		if at, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil {
+			msg.EventTime = at
+		}
+		producer.SendAsync(t.Context(), msg, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				t.Errorf("publishing: %v", err)
+			}
+		})
+	}
+	if err := producer.Flush(); err != nil {
+		t.Fatalf("flushing the producer: %v", err)
+	}
+	s.ledger = append(s.ledger, lines...)
 }

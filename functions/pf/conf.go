@@ -105,6 +105,9 @@ type instanceConf struct {
 	RetryBackoff    time.Duration
 	// Until bounds the ledger events processed (a replay as of a point).
 	Until cutoff
+	// LedgerEpochs gives ledger events without an epoch of their own the
+	// epoch of their topic (UserConfigLedgerEpochs).
+	LedgerEpochs ledgerEpochs
 	// GCPercent and MemoryLimitMB tune the Go garbage collector (gc.go);
 	// MemoryLimitMB 0 sets no limit.
 	GCPercent     int
@@ -405,6 +408,9 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 	}
 	var err error
 	if c.Until, err = parseCutoff(c.UserConfig); err != nil {
+		return err
+	}
+	if c.LedgerEpochs, err = parseLedgerEpochs(c.UserConfig); err != nil {
 		return err
 	}
 	var subType string

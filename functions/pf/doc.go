@@ -74,6 +74,12 @@
 //     positioned after the position, is acknowledged and counted as
 //     processed without reaching the handler; derived inputs are never
 //     skipped.
+//   - "ledgerEpochs" (map of full topic name to epoch): the epoch of each
+//     ledger topic the stage reads, which foldline deploy sets from the
+//     topic's properties. A ledger event without a foldline.ledger.epoch
+//     property of its own (one published by a producer other than foldline
+//     ingest) gets its topic's, so that the sink can tell a re-created
+//     topic's restarted positions from redeliveries.
 //   - "gcPercent" (whole number) and "memoryLimitMB" (whole number, 0 for
 //     none): the Go garbage collector's target percentage and soft memory
 //     limit. Defaults 400 and 48: an instance's live heap is small, and

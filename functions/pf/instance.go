@@ -166,7 +166,7 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		}
 		autoAck = false
 	}
-	origin, err := originOf(msg)
+	origin, err := originOf(msg, inst.conf.LedgerEpochs)
 	in := &input{fc: FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks}, sess: inst.sess}
 	in.ctx = handlerContext{Context: ctx, fc: &in.fc}
 	if err == nil && inst.conf.Until.skips(msg, origin) {

@@ -33,9 +33,10 @@ type acker interface {
 }
 
 // originOf returns the origin position an input message carries, or the
-// message's own topic and position (with the ledger epoch ingest stamped on
-// it) when it carries none (a ledger event).
-func originOf(msg pulsar.Message) (envelope.Origin, error) {
+// message's own topic and position when it carries none (a ledger event),
+// with the ledger epoch ingest stamped on it or, for an event some other
+// producer published, the one configured for its topic.
+func originOf(msg pulsar.Message, epochs ledgerEpochs) (envelope.Origin, error) {
 	props := msg.Properties()
 	topic, hasTopic := props[envelope.PropOriginTopic]
 	pos, hasPos := props[envelope.PropOriginPosition]
@@ -46,6 +47,8 @@ func originOf(msg pulsar.Message) (envelope.Origin, error) {
 			if err := envelope.CheckEpoch(epoch); err != nil {
 				return envelope.Origin{}, fmt.Errorf("reading property %s of a ledger event: %w", envelope.PropLedgerEpoch, err)
 			}
+		} else {
+			epoch = epochs.of(msg.Topic())
 		}
 		return envelope.Origin{
 			Topic:    msg.Topic(),

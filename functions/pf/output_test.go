@@ -36,7 +36,7 @@ func TestOriginOf(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			msg := ledgerEvent("x", 4)
 			msg.props = tt.props
-			got, err := originOf(msg)
+			got, err := originOf(msg, nil)
 			if tt.wantErr != "" {
 				_, envErr := envelope.OriginFromProperties(tt.props)
 				if err == nil || err.Error() != envErr.Error() || !strings.Contains(err.Error(), tt.wantErr) {
@@ -46,6 +46,59 @@ func TestOriginOf(t *testing.T) {
 			}
 			if err != nil || got != tt.want {
 				t.Errorf("originOf = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// A ledger event that carries no epoch of its own (published by a producer
+// other than foldline ingest) gets the one configured for its topic, or for
+// its partitioned topic; an event's own epoch wins.
+func TestOriginOfTakesTheConfiguredEpoch(t *testing.T) {
+	epochs, err := parseLedgerEpochs(map[string]any{UserConfigLedgerEpochs: map[string]any{inTopic: "ep-conf", "persistent://t/n/parted": "ep-parted"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, topic string
+		props       map[string]string
+		wantEpoch   string
+	}{
+		{name: "no epoch of its own", topic: inTopic, props: map[string]string{}, wantEpoch: "ep-conf"},
+		{name: "its own epoch wins", topic: inTopic, props: map[string]string{envelope.PropLedgerEpoch: "ep-own"}, wantEpoch: "ep-own"},
+		{name: "a partition of a configured topic", topic: "persistent://t/n/parted-partition-3", props: map[string]string{}, wantEpoch: "ep-parted"},
+		{name: "a topic not configured", topic: "persistent://t/n/other", props: map[string]string{}, wantEpoch: ""},
+		{name: "a derived input keeps its origin's", topic: inTopic,
+			props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l", envelope.PropOriginPosition: "1:2:3@ep-origin"}, wantEpoch: "ep-origin"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg := ledgerEvent("x", 4)
+			msg.topic, msg.props = tt.topic, tt.props
+			got, err := originOf(msg, epochs)
+			if err != nil || got.Position.Epoch != tt.wantEpoch {
+				t.Errorf("originOf = %v, %v; want epoch %q", got, err, tt.wantEpoch)
+			}
+		})
+	}
+}
+
+func TestParseLedgerEpochsRefusesBadValues(t *testing.T) {
+	tests := []struct {
+		name string
+		v    any
+		want string
+	}{
+		{name: "not a map", v: "ep-1", want: "want a map"},
+		{name: "not a string", v: map[string]any{inTopic: 3.0}, want: "want an epoch string"},
+		{name: "a short topic name", v: map[string]any{"events": "ep-1"}, want: "want a full name"},
+		{name: "a bad epoch", v: map[string]any{inTopic: "bad epoch!"}, want: "epoch"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseLedgerEpochs(map[string]any{UserConfigLedgerEpochs: tt.v})
+			if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want ErrBadConfig saying %q", err, tt.want)
 			}
 		})
 	}

@@ -10,7 +10,10 @@
 //
 // The epoch is written once, when foldline deploy or foldline ingest
 // creates the topic (or, for a topic created before epochs existed, the
-// first time either finds it without one), and never changed.
+// first time either finds it without one), and never changed. Deploy also
+// gives it to the stages that read the topic (the runtime's user config
+// ledgerEpochs), so that an event some other producer published, without
+// the property, still carries its epoch into every origin position.
 package ledgerepoch
 
 import (
@@ -40,22 +43,38 @@ func Properties(now time.Time) map[string]string {
 	return map[string]string{envelope.PropLedgerEpoch: New(now)}
 }
 
+// Read returns the epoch of an existing ledger topic; ok is false when the
+// topic has none yet.
+func Read(ctx context.Context, topics admin.Topics, topic utils.TopicName) (epoch string, ok bool, err error) {
+	props, err := topics.GetPropertiesWithContext(ctx, topic)
+	if err != nil {
+		return "", false, fmt.Errorf("reading properties of ledger topic %s: %w", topic.String(), err)
+	}
+	epoch, ok = props[envelope.PropLedgerEpoch]
+	if !ok {
+		return "", false, nil
+	}
+	if err := envelope.CheckEpoch(epoch); err != nil {
+		return "", false, fmt.Errorf("reading the epoch of ledger topic %s: %w", topic.String(), err)
+	}
+	return epoch, true, nil
+}
+
+// Write gives a ledger topic that has none the epoch epoch.
+func Write(ctx context.Context, topics admin.Topics, topic utils.TopicName, epoch string) error {
+	if err := topics.UpdatePropertiesWithContext(ctx, topic, map[string]string{envelope.PropLedgerEpoch: epoch}); err != nil {
+		return fmt.Errorf("giving ledger topic %s an epoch: %w", topic.String(), err)
+	}
+	return nil
+}
+
 // Ensure returns the epoch of an existing ledger topic, giving it one if it
 // has none.
 func Ensure(ctx context.Context, topics admin.Topics, topic utils.TopicName) (string, error) {
-	props, err := topics.GetPropertiesWithContext(ctx, topic)
-	if err != nil {
-		return "", fmt.Errorf("reading properties of ledger topic %s: %w", topic.String(), err)
+	epoch, ok, err := Read(ctx, topics, topic)
+	if err != nil || ok {
+		return epoch, err
 	}
-	if epoch, ok := props[envelope.PropLedgerEpoch]; ok {
-		if err := envelope.CheckEpoch(epoch); err != nil {
-			return "", fmt.Errorf("reading the epoch of ledger topic %s: %w", topic.String(), err)
-		}
-		return epoch, nil
-	}
-	epoch := New(time.Now())
-	if err := topics.UpdatePropertiesWithContext(ctx, topic, map[string]string{envelope.PropLedgerEpoch: epoch}); err != nil {
-		return "", fmt.Errorf("giving ledger topic %s an epoch: %w", topic.String(), err)
-	}
-	return epoch, nil
+	epoch = New(time.Now())
+	return epoch, Write(ctx, topics, topic, epoch)
 }
