@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/gocql/gocql"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/internal/shopfold"
 	"github.com/foldline/foldline/internal/testenv"
 )
@@ -276,9 +279,58 @@ func (s *shop) waitForResult(t testing.TB, want shopfold.Result, timeout time.Du
 }
 
 // TestShopViewsEqualFold is the plain path of the demo: deploy, ingest,
-// and the views equal the fold (issue 6 (a), issue 7's end-to-end test).
+// and the views equal the fold (issue 6 (a), issue 7's end-to-end test);
+// every line the independent fold rejects is in validate's dead-letter
+// topic, as it was ingested, with the reason and where it came from.
 func TestShopViewsEqualFold(t *testing.T) {
 	s := deployShop(t, "fold")
 	s.ingest(t, generate(t, 5000, 11))
 	s.waitForFold(t, 5*time.Minute)
+
+	rejected := s.expected().Rejected
+	if len(rejected) == 0 {
+		t.Fatal("the generated events hold no malformed line: nothing checks the dead letters")
+	}
+	dlq := "persistent://" + s.tenant + "/" + pipelineNS + "/validate-dlq"
+	letters := s.deadLetters(t, dlq, len(rejected), time.Minute)
+	for i, msg := range letters {
+		want := s.ledger[rejected[i]]
+		props := msg.Properties()
+		if !bytes.Equal(msg.Payload(), want) || props[envelope.PropDeadLetterReason] == "" ||
+			props[envelope.PropDeadLetterSource] != ingest.DefaultTopic(s.tenant) || props[envelope.PropOriginPosition] == "" {
+			t.Errorf("dead letter %d: %q with properties %v; want line %d, %q, with its reason, source and origin", i, msg.Payload(), props, rejected[i]+1, want)
+		}
+	}
+	t.Logf("%d malformed lines dead-lettered, e.g. %q: %s", len(letters), letters[0].Payload(), letters[0].Properties()[envelope.PropDeadLetterReason])
+}
+
+// deadLetters reads the first n messages of a dead-letter topic, failing
+// when they do not arrive within timeout.
+func (s *shop) deadLetters(t *testing.T, topic string, n int, timeout time.Duration) []pulsar.Message {
+	t.Helper()
+	client, err := pulsar.NewClient(s.svc.PulsarClientOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatalf("reading %s: %v", topic, err)
+	}
+	defer reader.Close()
+	deadline := time.Now().Add(timeout)
+	var out []pulsar.Message
+	for len(out) < n {
+		ctx, cancel := context.WithDeadline(t.Context(), deadline)
+		msg, err := reader.Next(ctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s holds %d messages after %v, want %d", topic, len(out), timeout, n)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, msg)
+	}
+	return out
 }

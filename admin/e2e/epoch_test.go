@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -104,28 +102,8 @@ func TestShopViewsRefuseARecreatedLedger(t *testing.T) {
 // user_activity's sink dead-letter topic, each rejected for its epoch.
 func (s *shop) requireEpochRejections(t *testing.T, n int) {
 	t.Helper()
-	client, err := pulsar.NewClient(s.svc.PulsarClientOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
 	dlq := "persistent://" + s.tenant + "/" + pipelineNS + "/user_activity-sink-dlq"
-	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: dlq, StartMessageID: pulsar.EarliestMessageID()})
-	if err != nil {
-		t.Fatalf("reading %s: %v", dlq, err)
-	}
-	defer reader.Close()
-	deadline := time.Now().Add(3 * time.Minute)
-	for rejected := 0; rejected < n; rejected++ {
-		ctx, cancel := context.WithDeadline(t.Context(), deadline)
-		msg, err := reader.Next(ctx)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("%s holds %d operations rejected for their epoch after 3 minutes, want %d", dlq, rejected, n)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, msg := range s.deadLetters(t, dlq, n, 3*time.Minute) {
 		if reason := msg.Properties()[envelope.PropDeadLetterReason]; !strings.Contains(reason, "another epoch") {
 			t.Fatalf("dead letter with reason %q, want the epoch named", reason)
 		}

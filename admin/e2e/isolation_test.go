@@ -1,15 +1,24 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
@@ -20,6 +29,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/tenantid"
 	"github.com/foldline/foldline/internal/services"
 	"github.com/foldline/foldline/internal/testenv"
+	"github.com/foldline/foldline/sinks/cassandra"
 )
 
 // TestTenantIsolation deploys the shop pipeline as two tenants, A and B, on
@@ -28,7 +38,10 @@ import (
 // topics (produce, consume, list), not B's functions, not B's keyspace, and
 // that a function created by hand in A on B's ledger gets nothing. B's own
 // pipeline meanwhile runs as B (its functions with B's token, its sinks
-// with B's Cassandra role) and folds B's events.
+// with B's Cassandra role) and folds B's events. A cannot poison B's views
+// either (no producing to B's pipeline and view-operation topics), a
+// function A creates itself in A on B's pipeline topic gets nothing, and
+// clients without credentials reach nothing of B.
 func TestTenantIsolation(t *testing.T) {
 	svc := testenv.All(t)
 	if svc.PulsarSecretKeyFile == "" {
@@ -51,6 +64,10 @@ func TestTenantIsolation(t *testing.T) {
 	t.Run("B's pipeline runs as B and folds B's events", func(t *testing.T) {
 		b.ingest(t, generate(t, 500, 3))
 		b.waitForFold(t, 5*time.Minute)
+	})
+
+	t.Run("B's deployed functions carry B's credentials, not the superuser's", func(t *testing.T) {
+		requireRunsAs(t, svc, key, b.tenant, []string{"user_activity_v1-sink", "product_sales_v1-sink"})
 	})
 
 	opts := asA.PulsarClientOptions()
@@ -100,6 +117,18 @@ func TestTenantIsolation(t *testing.T) {
 				t.Fatalf("A opened a reader on %s", topic)
 			}
 			t.Logf("refused as expected: %v", err)
+		}
+	})
+
+	// B's pipeline topics, as manifests/pipeline.yaml and manifests/views
+	// name them under B: a producer on one of them poisons B's views
+	// without touching B's ledger.
+	validB := "persistent://" + b.tenant + "/pipeline/valid"
+	opsB := []string{"persistent://" + b.tenant + "/pipeline/user-activity-ops", "persistent://" + b.tenant + "/pipeline/product-sales-ops"}
+	t.Run("A cannot produce to B's pipeline and view-operation topics", func(t *testing.T) {
+		for _, topic := range append([]string{validB}, opsB...) {
+			requireTopicExists(t, svc, topic)
+			requireProduceRefused(t, clientA, topic, "AuthorizationError")
 		}
 	})
 
@@ -193,6 +222,94 @@ func TestTenantIsolation(t *testing.T) {
 		})
 	}
 
+	// The same, created by A itself with A's own token (through the
+	// functions API, as A's foldline or pulsar-admin would) on B's valid
+	// topic: the worker accepts it (A administers its namespace, and the
+	// worker does not check the inputs), so the instance must get nothing.
+	t.Run("a function A creates in A on B's pipeline topic gets nothing", func(t *testing.T) {
+		name := "steal-by-a"
+		fqfn := a.tenant + "/pipeline/" + name
+		out := "persistent://" + a.tenant + "/pipeline/" + name
+		requireTopicExists(t, svc, validB)
+		before := subscriptions(t, svc, validB)
+		conf := &utils.FunctionConfig{Tenant: a.tenant, Namespace: "pipeline", Name: name, Runtime: utils.GoRuntime,
+			Inputs: []string{validB}, Output: out, SubscriptionPosition: "Earliest",
+			Secrets: map[string]any{"token": idA.PulsarToken}}
+		v3 := asA.PulsarAdminConfig()
+		v3.PulsarAPIVersion = config.V3
+		fnA, err := pulsaradmin.NewClient(v3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fnA.Functions().CreateFunc(conf, bin); err != nil {
+			requireDenied(t, "A creating a function in A on B's topic", err)
+			t.Logf("refused at create time: %v", err)
+			return
+		}
+		admin := a.pulsarAdmin(t)
+		t.Cleanup(func() { _ = admin.Functions().DeleteFunction(a.tenant, "pipeline", name) })
+		var line string
+		testenv.WaitFor(t, 3*time.Minute, "the instance's output to say AuthorizationError", func() bool {
+			line = workerOutputLine(fqfn, "AuthorizationError")
+			return line != ""
+		})
+		t.Logf("created; the instance says: %s", line)
+		staysFalse(t, 30*time.Second, "the function reaching B's topic", func() (bool, string) {
+			if extra := newKeys(subscriptions(t, svc, validB), before); len(extra) > 0 {
+				return true, fmt.Sprintf("new subscriptions on %s: %v", validB, extra)
+			}
+			if n := topicEntries(t, svc, out); n > 0 {
+				return true, fmt.Sprintf("the function's output %s holds %d entries", out, n)
+			}
+			status, err := admin.Functions().GetFunctionStatus(a.tenant, "pipeline", name)
+			if err != nil {
+				return true, fmt.Sprintf("reading the function's status: %v", err)
+			}
+			for _, inst := range status.Instances {
+				if inst.Status.NumReceived > 0 {
+					return true, fmt.Sprintf("instance %d received %d messages", inst.InstanceID, inst.Status.NumReceived)
+				}
+			}
+			return false, ""
+		})
+	})
+
+	t.Run("anonymous clients reach nothing of B", func(t *testing.T) {
+		// The Go client answers a refused handshake with a bare "connection
+		// error" once its retries run out; the broker's reason is in its log.
+		var clientLog lockedBuffer
+		anon, err := pulsar.NewClient(pulsar.ClientOptions{URL: svc.PulsarURL, OperationTimeout: 5 * time.Second,
+			Logger: log.NewLoggerWithSlog(slog.New(slog.NewTextHandler(&clientLog, nil)))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer anon.Close()
+		requireProduceRefused(t, anon, ledgerB, "connection error")
+		const refused = "Failed to establish connection with broker: 'Failed to authenticate'"
+		if !strings.Contains(clientLog.String(), refused) {
+			t.Errorf("the anonymous client's log does not say %q:\n%s", refused, clientLog.String())
+		}
+
+		anonAdmin, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: svc.PulsarAdminURL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nsB, _ := utils.GetNamespaceName(b.tenant + "/ledger")
+		_, _, err = anonAdmin.Topics().List(*nsB)
+		if code := pulsarx.StatusCode(err); code != 401 {
+			t.Errorf("listing B's topics without a token: error %v (HTTP %d), want 401", err, code)
+		}
+
+		idB := tenantid.Derive(key, b.tenant)
+		asB := services.Services{CassandraHost: svc.CassandraHost, CassandraUser: idB.Role, CassandraPassword: idB.CassandraPassword}
+		cassandraSession(t, asB) // B's role logs in with its own password
+		requireCassandraRefused(t, "no credentials", services.Services{CassandraHost: svc.CassandraHost}, b.keyspace, "authentication required")
+		asB.CassandraPassword = "wrong-" + idB.CassandraPassword
+		requireCassandraRefused(t, "B's role with a wrong password", asB, b.keyspace, "password are incorrect")
+		asB.CassandraUser = svc.CassandraUser
+		requireCassandraRefused(t, "the superuser with a wrong password", asB, b.keyspace, "password are incorrect")
+	})
+
 	t.Run("A's Cassandra role reads A's keyspace and nothing of B's", func(t *testing.T) {
 		session := cassandraSession(t, asA)
 		if err := session.Query(`SELECT * FROM "` + a.keyspace + `".user_activity_v1 LIMIT 1`).Exec(); err != nil {
@@ -276,4 +393,206 @@ func topicEntries(t *testing.T, svc services.Services, topic string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// requireRunsAs fails unless every function of tenant's pipeline namespace
+// (read as the superuser, secrets included) carries in its secrets a token
+// whose subject is the tenant's role, never the superuser's, and unless
+// exactly the sinks (their names in sinks, which must be deployed) carry
+// the tenant's Cassandra login, never the superuser's.
+func requireRunsAs(t *testing.T, svc services.Services, key []byte, tenant string, sinks []string) {
+	t.Helper()
+	id := tenantid.Derive(key, tenant)
+	superToken, err := svc.PulsarTokenValue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	superRole, err := jwtSubject(superToken)
+	if err != nil {
+		t.Fatalf("the superuser's token: %v", err)
+	}
+	superUser, superPassword, err := svc.CassandraCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns := mustClients(t, svc).Functions
+	names, err := fns.GetFunctions(tenant, "pipeline")
+	if err != nil {
+		t.Fatalf("listing the functions of %s: %v", tenant, err)
+	}
+	for _, sink := range sinks {
+		if !slices.Contains(names, sink) {
+			t.Fatalf("sink %s is not among the deployed functions %v", sink, names)
+		}
+	}
+	if len(names) <= len(sinks) {
+		t.Fatalf("deployed functions %v: no function besides the sinks", names)
+	}
+	for _, name := range names {
+		conf, err := fns.GetFunction(tenant, "pipeline", name)
+		if err != nil {
+			t.Fatalf("reading function %s/pipeline/%s: %v", tenant, name, err)
+		}
+		token, _ := conf.Secrets["token"].(string)
+		sub, err := jwtSubject(token)
+		switch {
+		case err != nil:
+			t.Errorf("function %s: secret token: %v (secrets hold %v)", name, err, slices.Sorted(maps.Keys(conf.Secrets)))
+		case sub == superRole:
+			t.Errorf("function %s runs with the superuser's token (subject %q)", name, sub)
+		case sub != id.Role:
+			t.Errorf("function %s's token has subject %q, want %q", name, sub, id.Role)
+		}
+		user, _ := conf.Secrets[cassandra.SecretUsername].(string)
+		password, _ := conf.Secrets[cassandra.SecretPassword].(string)
+		switch {
+		case !slices.Contains(sinks, name):
+			if user != "" || password != "" {
+				t.Errorf("function %s, not a sink, carries a Cassandra login (%q)", name, user)
+			}
+		case user == superUser || password == superPassword:
+			t.Errorf("sink %s logs in to Cassandra as the superuser (%q)", name, user)
+		case user != id.Role || password != id.CassandraPassword:
+			t.Errorf("sink %s logs in to Cassandra as %q (password matches: %v), want %q with its password", name, user, password == id.CassandraPassword, id.Role)
+		}
+		t.Logf("%s: token subject %q, Cassandra user %q", name, sub, user)
+	}
+}
+
+// jwtSubject returns the subject of a JWT (its signature not verified).
+func jwtSubject(token string) (string, error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return "", fmt.Errorf("not a JWT: %d parts", len(parts))
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", fmt.Errorf("decoding the JWT's claims: %w", err)
+	}
+	var claims struct {
+		Sub string `json:"sub"`
+	}
+	if err := json.Unmarshal(raw, &claims); err != nil {
+		return "", fmt.Errorf("decoding the JWT's claims: %w", err)
+	}
+	if claims.Sub == "" {
+		return "", errors.New("the JWT has no subject")
+	}
+	return claims.Sub, nil
+}
+
+// requireTopicExists fails unless the superuser sees topic, so that a
+// refusal to others cannot be the broker's answer for a missing topic.
+func requireTopicExists(t *testing.T, svc services.Services, topic string) {
+	t.Helper()
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mustClients(t, svc).Admin.Topics().GetStats(*tn); err != nil {
+		t.Fatalf("topic %s, as the superuser: %v", topic, err)
+	}
+}
+
+// requireProduceRefused fails unless client can neither create a producer
+// on topic nor send to it, refused with an error that names want (the
+// broker's AuthorizationError or AuthenticationError).
+func requireProduceRefused(t *testing.T, client pulsar.Client, topic, want string) {
+	t.Helper()
+	producer, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err == nil {
+		defer producer.Close()
+		_, err = producer.Send(t.Context(), &pulsar.ProducerMessage{Key: "poison", Payload: []byte(`{"poison":true}`)})
+		if err == nil {
+			t.Errorf("sent a message to %s", topic)
+			return
+		}
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("producing to %s: error %v, want %s", topic, err, want)
+		return
+	}
+	t.Logf("producing to %s refused as expected: %v", topic, err)
+}
+
+// subscriptions returns the names of topic's subscriptions, as the
+// superuser sees them.
+func subscriptions(t *testing.T, svc services.Services, topic string) []string {
+	t.Helper()
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := mustClients(t, svc).Admin.Topics().GetStats(*tn)
+	if err != nil {
+		t.Fatalf("reading stats of %s: %v", topic, err)
+	}
+	return slices.Sorted(maps.Keys(stats.Subscriptions))
+}
+
+// newKeys returns the names in got that are not in before.
+func newKeys(got, before []string) []string {
+	var extra []string
+	for _, k := range got {
+		if !slices.Contains(before, k) {
+			extra = append(extra, k)
+		}
+	}
+	return extra
+}
+
+// staysFalse polls cond until d has passed and fails as soon as it holds,
+// with what and cond's description of what it saw.
+func staysFalse(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if ok, why := cond(); ok {
+			t.Fatalf("%s: %s", what, why)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// requireCassandraRefused fails unless Cassandra refuses a session with
+// svc's credentials with an error that says want, or, should it log in,
+// refuses reading keyspace.
+func requireCassandraRefused(t *testing.T, what string, svc services.Services, keyspace, want string) {
+	t.Helper()
+	cluster, err := svc.CassandraCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.Timeout = 30 * time.Second
+	session, err := cluster.CreateSession()
+	if err == nil {
+		defer session.Close()
+		err = session.Query(`SELECT * FROM "` + keyspace + `".user_activity_v1 LIMIT 1`).Exec()
+		t.Errorf("%s: logged in to Cassandra (reading %s: %v)", what, keyspace, err)
+		return
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("%s: error %v, want one that says %q", what, err, want)
+		return
+	}
+	t.Logf("%s: refused as expected: %v", what, err)
+}
+
+// lockedBuffer is a bytes.Buffer that a client's goroutines may write
+// while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
