@@ -38,6 +38,10 @@ PULSAR_PORT="${PULSAR_PORT:-6650}"
 PULSAR_HTTP_PORT="${PULSAR_HTTP_PORT:-8080}"
 PULSAR_BOOKIE_PORT="${PULSAR_BOOKIE_PORT:-3181}"
 CASSANDRA_PORT="${CASSANDRA_PORT:-9042}"
+# TLS listeners beside the plain ones: the broker's binary protocol and web
+# service (Cassandra takes TLS on its one native port, optionally).
+PULSAR_TLS_PORT="${PULSAR_TLS_PORT:-6651}"
+PULSAR_HTTPS_PORT="${PULSAR_HTTPS_PORT:-8443}"
 CASSANDRA_STORAGE_PORT="${CASSANDRA_STORAGE_PORT:-7000}"
 S3_PORT="${S3_PORT:-9000}"
 
@@ -60,6 +64,18 @@ PULSAR_TOKEN_PLUGIN=org.apache.pulsar.client.impl.auth.AuthenticationToken
 CASSANDRA_SUPERUSER=cassandra
 CASSANDRA_PASSWORD_FILE="$FOLDLINE_CREDENTIALS/cassandra.password"
 CQLSH_CREDENTIALS="$FOLDLINE_CREDENTIALS/cqlsh.credentials"
+
+# TLS. The stack makes, at the first start, a CA of its own and a server
+# certificate it signs for 127.0.0.1 and localhost, in $FOLDLINE_TLS:
+#   ca.pem                 the CA certificate: what clients trust
+#                          (--pulsar-tls-trust-certs-file, --cassandra-tls-ca-file)
+#   server.pem, server.key the certificate and key of Pulsar's TLS ports
+#   cassandra.p12          the same as a PKCS12 keystore for Cassandra, whose
+#                          password is in cassandra.p12.password
+# Pulsar listens with TLS on $PULSAR_TLS_PORT (pulsar+ssl://) and
+# $PULSAR_HTTPS_PORT (https://) beside its plain ports; Cassandra takes TLS
+# and plain connections on its one native port.
+FOLDLINE_TLS="$FOLDLINE_CREDENTIALS/tls"
 
 # The local S3 server (s3proxy) that holds offloaded ledger segments. The
 # broker reads the same identity and credential from ACCESS_KEY_ID and

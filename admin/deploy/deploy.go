@@ -84,7 +84,8 @@ func (o Options) planner(s *session) *planner {
 	return &planner{
 		set: s.set, graph: s.graph, pulsar: s.pulsar, cql: s.cql,
 		builder:  &gobuild.Builder{Dir: gobuild.ModuleDir(o.Dir, "."), CacheDir: o.CacheDir, Progress: o.ErrOut},
-		hosts:    o.Services.CassandraHost,
+		hosts:    o.Services.SinkHosts(),
+		cluster:  o.Services.Describe(),
 		identity: s.identity,
 		progress: o.ErrOut,
 	}

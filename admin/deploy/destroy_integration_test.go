@@ -46,7 +46,7 @@ func dataTenant(t *testing.T, clients *pulsarx.Clients, session *gocql.Session) 
 			t.Fatalf("creating namespace %s/%s: %v", tenant, ns.Name, err)
 		}
 	}
-	testenv.Publish(t, testenv.FromEnv(), set.Tenant.Ledger[0].Name, 3)
+	testenv.Publish(t, testenv.Load(t), set.Tenant.Ledger[0].Name, 3)
 	keyspace = set.Tenant.Keyspace
 	for _, v := range set.Views {
 		schema := v.Schema()

@@ -55,6 +55,8 @@ type Change struct {
 
 // Plan is what deploy would do, in the order it would do it.
 type Plan struct {
+	// Cluster names the cluster planned against (services.Describe).
+	Cluster  string   `json:"cluster"`
 	Tenant   string   `json:"tenant"`
 	Keyspace string   `json:"keyspace"`
 	Changes  []Change `json:"changes"`
@@ -95,6 +97,9 @@ var actionSigns = map[Action]string{Create: "+", Update: "~", Replace: "-/+", Ke
 // Write prints the plan readably: one line per change, details indented;
 // unchanged resources only when verbose.
 func (p *Plan) Write(w io.Writer, verbose bool) {
+	if p.Cluster != "" {
+		fmt.Fprintf(w, "cluster: %s\n", p.Cluster)
+	}
 	fmt.Fprintf(w, "tenant %s, keyspace %s\n", p.Tenant, p.Keyspace)
 	for _, c := range p.Changes {
 		if c.Action == Keep && !verbose {
@@ -120,6 +125,7 @@ type planner struct {
 	cql      *gocql.Session
 	builder  *gobuild.Builder
 	hosts    string
+	cluster  string
 	identity identity
 	progress io.Writer
 	plan     *Plan
@@ -134,7 +140,7 @@ func (pl *planner) add(c Change) { pl.plan.Changes = append(pl.plan.Changes, c) 
 // tenant, namespaces, topics, keyspace, tables, views, functions.
 func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
 	t := pl.set.Tenant
-	pl.plan = &Plan{Tenant: t.Name, Keyspace: t.Keyspace}
+	pl.plan = &Plan{Cluster: pl.cluster, Tenant: t.Name, Keyspace: t.Keyspace}
 	pl.epochs = map[string]string{}
 	tenantExists, err := pl.planTenant(ctx)
 	if err != nil {

@@ -52,7 +52,7 @@ var (
 
 // Options configures one ingest run.
 type Options struct {
-	// Services locates Pulsar (default: services.FromEnv()).
+	// Services locates Pulsar (default: services.Load()).
 	Services services.Services
 	// Tenant owns the ledger. Required.
 	Tenant string
@@ -88,9 +88,13 @@ type FileResult struct {
 	Blank int64 `json:"blank"`
 }
 
-func (o *Options) applyDefaults() {
-	if o.Services == (services.Services{}) {
-		o.Services = services.FromEnv()
+func (o *Options) applyDefaults() error {
+	if o.Services.PulsarURL == "" {
+		svc, err := services.Load()
+		if err != nil {
+			return err
+		}
+		o.Services = svc
 	}
 	if o.Topic == "" {
 		o.Topic = DefaultTopic(o.Tenant)
@@ -104,6 +108,7 @@ func (o *Options) applyDefaults() {
 	if o.Stdin == nil {
 		o.Stdin = os.Stdin
 	}
+	return nil
 }
 
 // DefaultTopic is the ledger topic of a tenant when none is configured.
@@ -113,7 +118,9 @@ func DefaultTopic(tenant string) string {
 
 // Run publishes every file in order, one after the other.
 func Run(ctx context.Context, opts Options) ([]FileResult, error) {
-	opts.applyDefaults()
+	if err := opts.applyDefaults(); err != nil {
+		return nil, err
+	}
 	if opts.Tenant == "" {
 		return nil, errors.New("ingest: --tenant is required")
 	}

@@ -1,12 +1,17 @@
 // Package services locates the Pulsar and Cassandra that Foldline talks to
-// and the credentials it talks to them with, from environment variables with
-// the local stack's addresses and credential files as defaults; it is the one
-// place that builds Pulsar clients, Pulsar admin clients and Cassandra
-// cluster configs from them, and it turns "connection refused" into an error
-// that names the script that starts the stack.
+// and the credentials and TLS settings it talks to them with: from flags,
+// environment variables and a config file of named contexts (like kubectl's),
+// with the local stack's addresses and credential files as defaults. It is
+// the one place that builds Pulsar clients, Pulsar admin clients and
+// Cassandra cluster configs from them, and it turns "connection refused"
+// into an error that names the setting to change, or the script that starts
+// the local stack.
 package services
 
 import (
+	"cmp"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -41,68 +46,94 @@ const (
 )
 
 // Services holds the addresses of Pulsar and Cassandra and the credentials
-// to use them with. Empty credentials mean none (an open stack).
+// to use them with, as Load resolves them (see Settings for each one's
+// flag, environment variable and context key). Empty credentials mean none
+// (an open stack).
 type Services struct {
-	// PulsarURL is the broker's binary protocol URL (FOLDLINE_PULSAR_URL,
-	// default pulsar://127.0.0.1:6650).
-	PulsarURL string
-	// PulsarAdminURL is the broker's and functions worker's HTTP URL
-	// (FOLDLINE_PULSAR_ADMIN_URL, default http://127.0.0.1:8080).
-	PulsarAdminURL string
-	// CassandraHost is host:port of the CQL native transport
-	// (FOLDLINE_CASSANDRA, default 127.0.0.1:9042).
-	CassandraHost string
+	// Context names the context of ConfigFile the settings came from ("":
+	// none, flags, environment and defaults only).
+	Context, ConfigFile string
 
-	// PulsarToken is the token to authenticate to Pulsar with
-	// (FOLDLINE_PULSAR_TOKEN). It wins over PulsarTokenFile.
+	// PulsarURL is the broker's binary protocol URL.
+	PulsarURL string
+	// PulsarAdminURL is the broker's and functions worker's HTTP URL.
+	PulsarAdminURL string
+	// CassandraHost holds the CQL contact points, host:port separated by
+	// commas.
+	CassandraHost string
+	// CassandraSinkHosts are the contact points deployed sinks get ("":
+	// CassandraHost).
+	CassandraSinkHosts string
+
+	// PulsarToken is the token to authenticate to Pulsar with. It wins
+	// over PulsarTokenFile.
 	PulsarToken string
-	// PulsarTokenFile holds the token, read at each connection
-	// (FOLDLINE_PULSAR_TOKEN_FILE, default the local stack's superuser
-	// token when that file exists).
+	// PulsarTokenFile holds the token, read at each connection.
 	PulsarTokenFile string
 	// PulsarSecretKeyFile is the HS256 key that signs tenants' tokens, which
-	// foldline deploy needs (FOLDLINE_PULSAR_SECRET_KEY_FILE, default the
-	// local stack's when that file exists).
+	// foldline deploy needs.
 	PulsarSecretKeyFile string
-	// CassandraUser is the Cassandra role to log in as
-	// (FOLDLINE_CASSANDRA_USER, default the local stack's superuser when its
-	// password file exists); "" logs in as nobody.
+	// PulsarTLSTrustCertsFile is the PEM file of the CAs that sign the
+	// broker's certificate ("": the system's).
+	PulsarTLSTrustCertsFile string
+	// PulsarTLSCertFile and PulsarTLSKeyFile are a client certificate to
+	// authenticate with instead of a token.
+	PulsarTLSCertFile, PulsarTLSKeyFile string
+	// PulsarOAuth2* get access tokens from an OAuth 2.0 issuer (client
+	// credentials flow) instead of a fixed token.
+	PulsarOAuth2IssuerURL, PulsarOAuth2Audience, PulsarOAuth2ClientID, PulsarOAuth2KeyFile, PulsarOAuth2Scope string
+	// CassandraUser is the Cassandra role to log in as; "" logs in as
+	// nobody.
 	CassandraUser string
-	// CassandraPassword is its password (FOLDLINE_CASSANDRA_PASSWORD). It
-	// wins over CassandraPasswordFile.
+	// CassandraPassword is its password. It wins over
+	// CassandraPasswordFile.
 	CassandraPassword string
-	// CassandraPasswordFile holds the password (FOLDLINE_CASSANDRA_PASSWORD_FILE,
-	// default the local stack's superuser's when that file exists).
+	// CassandraPasswordFile holds the password.
 	CassandraPasswordFile string
+	// CassandraTLSCAFile is the PEM file of the CAs that sign Cassandra's
+	// certificate; with it, or with CassandraTLSCertFile, or with
+	// cassandra.tls true, the connection uses TLS.
+	CassandraTLSCAFile string
+	// CassandraTLSCertFile and CassandraTLSKeyFile are a client certificate.
+	CassandraTLSCertFile, CassandraTLSKeyFile string
+
+	// The true-or-false settings as given ("" unset); see the methods.
+	pulsarTLSAllowInsecure, pulsarTLSValidateHostname, cassandraTLS, cassandraTLSValidateHostname string
+
+	// origins says where each setting (by flag) came from.
+	origins map[string]Origin
 }
 
-// FromEnv reads the service addresses and credentials from the environment,
-// with the local stack's as defaults.
-func FromEnv() Services {
-	s := Services{
-		PulsarURL:             getenv("FOLDLINE_PULSAR_URL", "pulsar://127.0.0.1:6650"),
-		PulsarAdminURL:        getenv("FOLDLINE_PULSAR_ADMIN_URL", "http://127.0.0.1:8080"),
-		CassandraHost:         getenv("FOLDLINE_CASSANDRA", "127.0.0.1:9042"),
-		PulsarToken:           os.Getenv("FOLDLINE_PULSAR_TOKEN"),
-		PulsarTokenFile:       os.Getenv("FOLDLINE_PULSAR_TOKEN_FILE"),
-		PulsarSecretKeyFile:   os.Getenv("FOLDLINE_PULSAR_SECRET_KEY_FILE"),
-		CassandraUser:         os.Getenv("FOLDLINE_CASSANDRA_USER"),
-		CassandraPassword:     os.Getenv("FOLDLINE_CASSANDRA_PASSWORD"),
-		CassandraPasswordFile: os.Getenv("FOLDLINE_CASSANDRA_PASSWORD_FILE"),
+// PulsarTLSAllowInsecure reports whether a broker certificate no trusted CA
+// signed is accepted (default false).
+func (s Services) PulsarTLSAllowInsecure() bool { return boolSetting(s.pulsarTLSAllowInsecure, false) }
+
+// PulsarTLSValidateHostname reports whether the broker's certificate must
+// name its host (default true).
+func (s Services) PulsarTLSValidateHostname() bool {
+	return boolSetting(s.pulsarTLSValidateHostname, true)
+}
+
+// CassandraTLS reports whether Cassandra is reached over TLS.
+func (s Services) CassandraTLS() bool {
+	return boolSetting(s.cassandraTLS, s.CassandraTLSCAFile != "" || s.CassandraTLSCertFile != "")
+}
+
+// SinkHosts are the Cassandra contact points that deployed sinks get.
+func (s Services) SinkHosts() string { return cmp.Or(s.CassandraSinkHosts, s.CassandraHost) }
+
+// Describe names the cluster these services point at, for the header of
+// plan and deploy.
+func (s Services) Describe() string {
+	var b strings.Builder
+	if s.Context != "" {
+		fmt.Fprintf(&b, "context %s (%s): ", s.Context, s.ConfigFile)
 	}
-	creds := StackCredentialsDir()
-	if s.PulsarToken == "" && s.PulsarTokenFile == "" {
-		s.PulsarTokenFile = existing(filepath.Join(creds, StackPulsarToken))
+	fmt.Fprintf(&b, "Pulsar %s, admin %s; Cassandra %s", s.PulsarURL, s.PulsarAdminURL, s.CassandraHost)
+	if s.CassandraSinkHosts != "" && s.CassandraSinkHosts != s.CassandraHost {
+		fmt.Fprintf(&b, " (sinks: %s)", s.CassandraSinkHosts)
 	}
-	if s.PulsarSecretKeyFile == "" {
-		s.PulsarSecretKeyFile = existing(filepath.Join(creds, StackPulsarSecretKey))
-	}
-	if s.CassandraUser == "" && s.CassandraPassword == "" && s.CassandraPasswordFile == "" {
-		if s.CassandraPasswordFile = existing(filepath.Join(creds, StackCassandraPassword)); s.CassandraPasswordFile != "" {
-			s.CassandraUser = StackCassandraUser
-		}
-	}
-	return s
+	return b.String()
 }
 
 // StackDir is the local stack's folder: FOLDLINE_STACK_DIR, else .stack in
@@ -145,35 +176,99 @@ func existing(path string) string {
 	return path
 }
 
-func getenv(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-// PulsarAuth returns the authentication of Pulsar clients: a token, or nil
-// for none.
+// PulsarAuth returns the authentication of Pulsar clients: a token, a
+// client certificate or OAuth 2.0, or nil for none.
 func (s Services) PulsarAuth() pulsar.Authentication {
 	switch {
 	case s.PulsarToken != "":
 		return pulsar.NewAuthenticationToken(s.PulsarToken)
 	case s.PulsarTokenFile != "":
 		return pulsar.NewAuthenticationTokenFromFile(s.PulsarTokenFile)
+	case s.PulsarOAuth2IssuerURL != "":
+		params := map[string]string{
+			"type":       "client_credentials",
+			"issuerUrl":  s.PulsarOAuth2IssuerURL,
+			"audience":   s.PulsarOAuth2Audience,
+			"privateKey": s.PulsarOAuth2KeyFile,
+			"clientId":   s.PulsarOAuth2ClientID,
+			"scope":      s.PulsarOAuth2Scope,
+		}
+		return pulsar.NewAuthenticationOAuth2(params)
+	case s.PulsarTLSCertFile != "":
+		return pulsar.NewAuthenticationTLS(s.PulsarTLSCertFile, s.PulsarTLSKeyFile)
 	}
 	return nil
 }
 
 // PulsarClientOptions are the options of a Pulsar client of these
-// services: URL and authentication; callers add their own (a logger).
+// services: URL, TLS and authentication; callers add their own (a logger).
 func (s Services) PulsarClientOptions() pulsar.ClientOptions {
-	return pulsar.ClientOptions{URL: s.PulsarURL, Authentication: s.PulsarAuth()}
+	return pulsar.ClientOptions{
+		URL:                        s.PulsarURL,
+		Authentication:             s.PulsarAuth(),
+		TLSTrustCertsFilePath:      s.PulsarTLSTrustCertsFile,
+		TLSAllowInsecureConnection: s.PulsarTLSAllowInsecure(),
+		TLSValidateHostname:        s.PulsarTLSValidateHostname(),
+	}
 }
 
 // PulsarAdminConfig is the config of a pulsaradmin client of these
 // services (the default API version; set PulsarAPIVersion for another).
 func (s Services) PulsarAdminConfig() *config.Config {
-	return &config.Config{WebServiceURL: s.PulsarAdminURL, Token: s.PulsarToken, TokenFile: s.PulsarTokenFile}
+	c := &config.Config{
+		WebServiceURL:                 s.PulsarAdminURL,
+		Token:                         s.PulsarToken,
+		TokenFile:                     s.PulsarTokenFile,
+		TLSTrustCertsFilePath:         s.PulsarTLSTrustCertsFile,
+		TLSAllowInsecureConnection:    s.PulsarTLSAllowInsecure(),
+		TLSEnableHostnameVerification: s.PulsarTLSValidateHostname(),
+	}
+	switch {
+	case s.PulsarToken != "" || s.PulsarTokenFile != "":
+	case s.PulsarOAuth2IssuerURL != "":
+		c.IssuerEndpoint, c.Audience, c.ClientID, c.KeyFile, c.Scope = s.PulsarOAuth2IssuerURL, s.PulsarOAuth2Audience, s.PulsarOAuth2ClientID, s.PulsarOAuth2KeyFile, s.PulsarOAuth2Scope
+	case s.PulsarTLSCertFile != "":
+		c.TLSCertFile, c.TLSKeyFile = s.PulsarTLSCertFile, s.PulsarTLSKeyFile
+	}
+	return c
+}
+
+// PulsarHTTPClient is an HTTP client for the few admin requests pulsaradmin
+// lacks, with the admin API's TLS settings (see AuthorizePulsar for the
+// token).
+func (s Services) PulsarHTTPClient(timeout time.Duration) (*http.Client, error) {
+	if !strings.HasPrefix(s.PulsarAdminURL, "https://") {
+		return &http.Client{Timeout: timeout}, nil
+	}
+	tc, err := TLSConfig(s.PulsarTLSTrustCertsFile, s.PulsarTLSCertFile, s.PulsarTLSKeyFile, s.PulsarTLSAllowInsecure())
+	if err != nil {
+		return nil, fmt.Errorf("setting up TLS to the Pulsar admin API: %w", err)
+	}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: tc}}, nil
+}
+
+// tlsConfig builds a client TLS config from PEM files ("" for none).
+func TLSConfig(caFile, certFile, keyFile string, insecure bool) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure} //nolint:gosec // only when asked
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("reading the CA file %s: no PEM certificate in it", caFile)
+		}
+		tc.RootCAs = pool
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 // PulsarTokenValue returns the Pulsar token, read from its file when
@@ -216,42 +311,63 @@ func (s Services) CassandraCredentials() (user, password string, err error) {
 	return s.CassandraUser, password, nil
 }
 
-// CassandraCluster returns a cluster config for the Cassandra host with the
-// credentials set; callers tune timeouts and consistency.
+// CassandraCluster returns a cluster config for the Cassandra contact
+// points with the credentials and TLS set; callers tune timeouts and
+// consistency.
 func (s Services) CassandraCluster() (*gocql.ClusterConfig, error) {
 	user, password, err := s.CassandraCredentials()
 	if err != nil {
 		return nil, err
 	}
-	cluster := gocql.NewCluster(s.CassandraHost)
+	cluster := gocql.NewCluster(splitHosts(s.CassandraHost)...)
 	if user != "" {
 		cluster.Authenticator = gocql.PasswordAuthenticator{Username: user, Password: password}
+	}
+	if s.CassandraTLS() {
+		validate := boolSetting(s.cassandraTLSValidateHostname, true)
+		// Go checks the chain and the host name together: not checking the
+		// name means not checking the certificate.
+		tc, err := TLSConfig(s.CassandraTLSCAFile, s.CassandraTLSCertFile, s.CassandraTLSKeyFile, !validate)
+		if err != nil {
+			return nil, fmt.Errorf("setting up TLS to Cassandra: %w", err)
+		}
+		cluster.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: validate}
 	}
 	return cluster, nil
 }
 
-// CheckPulsar returns an ErrUnreachable error naming the start script when
-// the broker or its admin API does not accept connections.
+// CheckPulsar returns an ErrUnreachable error naming the setting to
+// change (and, for the local stack, the script that starts it) when the
+// broker or its admin API does not accept connections.
 func (s Services) CheckPulsar() error {
-	if err := Check("Pulsar", HostPort(s.PulsarURL)); err != nil {
+	if err := s.check("Pulsar", []string{HostPort(s.PulsarURL)}, "pulsar-url"); err != nil {
 		return err
 	}
-	return Check("Pulsar admin API", HostPort(s.PulsarAdminURL))
+	return s.check("the Pulsar admin API", []string{HostPort(s.PulsarAdminURL)}, "pulsar-admin-url")
 }
 
-// CheckCassandra returns an ErrUnreachable error naming the start script when
-// Cassandra does not accept connections.
+// CheckCassandra returns an ErrUnreachable error naming the setting to
+// change when no Cassandra contact point accepts connections.
 func (s Services) CheckCassandra() error {
-	return Check("Cassandra", s.CassandraHost)
+	return s.check("Cassandra", splitHosts(s.CassandraHost), "cassandra-hosts")
 }
 
-// Check dials addr once and wraps a failure in ErrUnreachable with the start hint.
-func Check(name, addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return fmt.Errorf("%w: %s is not reachable at %s (%v); start it with %s", ErrUnreachable, name, addr, err, StartHint)
+// check dials each address once; when none answers, the error names the
+// setting the addresses came from.
+func (s Services) check(name string, addrs []string, flag string) error {
+	var errs []error
+	for _, addr := range addrs {
+		conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err == nil {
+			return conn.Close()
+		}
+		errs = append(errs, err)
 	}
-	return conn.Close()
+	hint := s.Origin(flag).Change()
+	if loopbackHosts(strings.Join(addrs, ",")) {
+		hint = "start the local stack with " + StartHint + ", or point at your cluster: " + hint
+	}
+	return fmt.Errorf("%w: %s is not reachable at %s (%v); %s", ErrUnreachable, name, strings.Join(addrs, ","), errors.Join(errs...), hint)
 }
 
 // HostPort turns scheme://host:port[/path] into host:port.
@@ -263,20 +379,4 @@ func HostPort(url string) string {
 		url = url[:i]
 	}
 	return url
-}
-
-// Setting is one credential setting of the command line: the flag --Flag
-// sets the environment variable Env, which FromEnv reads, so that a flag
-// wins over the environment and reaches every command the same way.
-type Setting struct {
-	Flag, Env, Usage string
-}
-
-// Settings are the credential flags of the foldline command.
-var Settings = []Setting{
-	{"pulsar-token", "FOLDLINE_PULSAR_TOKEN", "Pulsar token (visible to other local users in the process list: prefer --pulsar-token-file)"},
-	{"pulsar-token-file", "FOLDLINE_PULSAR_TOKEN_FILE", "file holding the Pulsar token (default: the local stack's superuser token)"},
-	{"pulsar-secret-key-file", "FOLDLINE_PULSAR_SECRET_KEY_FILE", "HS256 key that signs Pulsar tokens, with which deploy makes each tenant's token (default: the local stack's)"},
-	{"cassandra-user", "FOLDLINE_CASSANDRA_USER", "Cassandra role to log in as (default: the local stack's superuser)"},
-	{"cassandra-password-file", "FOLDLINE_CASSANDRA_PASSWORD_FILE", "file holding the Cassandra password (or set FOLDLINE_CASSANDRA_PASSWORD)"},
 }

@@ -20,14 +20,23 @@ const StartHint = services.StartHint
 // Services holds the addresses of the local stack.
 type Services = services.Services
 
-// FromEnv reads the service addresses from the environment, with defaults.
-func FromEnv() Services { return services.FromEnv() }
+// Load resolves the service settings (services.LoadForTests): the
+// environment, else the local stack's addresses and credentials — never a
+// context of the user's config file.
+func Load(t testing.TB) Services {
+	t.Helper()
+	s, err := services.LoadForTests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 // Pulsar returns the services after checking that Pulsar answers; otherwise
 // the test skips (or fails under CI).
 func Pulsar(t testing.TB) Services {
 	t.Helper()
-	s := FromEnv()
+	s := Load(t)
 	require(t, s.CheckPulsar())
 	return s
 }
@@ -36,7 +45,7 @@ func Pulsar(t testing.TB) Services {
 // otherwise the test skips (or fails under CI).
 func Cassandra(t testing.TB) Services {
 	t.Helper()
-	s := FromEnv()
+	s := Load(t)
 	require(t, s.CheckCassandra())
 	return s
 }

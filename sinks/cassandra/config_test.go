@@ -143,6 +143,23 @@ func TestParseConfig(t *testing.T) {
 			wantErr: []string{"batch_size -5: must be at least 1", `linger "5x": want a duration`}},
 		{name: "words for a number", conf: with(map[string]any{"concurrency": "lots"}),
 			wantErr: []string{"concurrency string: want a whole number"}},
+		{name: "TLS from a CA file", conf: with(map[string]any{"tls_ca_file": "/etc/ca.pem"}), check: func(t *testing.T, c Config) {
+			if tls := c.Settings.TLS; tls == nil || tls.CAFile != "/etc/ca.pem" || !tls.ValidateHostname {
+				t.Errorf("TLS = %+v, want the CA file and host names checked", tls)
+			}
+		}},
+		{name: "TLS on with the system's CAs, no host name check", conf: with(map[string]any{"tls": true, "tls_validate_hostname": false}), check: func(t *testing.T, c Config) {
+			if tls := c.Settings.TLS; tls == nil || tls.CAFile != "" || tls.ValidateHostname {
+				t.Errorf("TLS = %+v", tls)
+			}
+		}},
+		{name: "no TLS by default", conf: with(nil), check: func(t *testing.T, c Config) {
+			if c.Settings.TLS != nil {
+				t.Errorf("TLS = %+v, want none", c.Settings.TLS)
+			}
+		}},
+		{name: "a client certificate without its key", conf: with(map[string]any{"tls_cert_file": "/etc/c.pem"}),
+			wantErr: []string{"tls_cert_file and tls_key_file: give both or neither"}},
 		{name: "hostile registry", conf: with(map[string]any{"registry": `foldline_views" WHERE true; DROP KEYSPACE shop; --`}),
 			wantErr: []string{`registry "foldline_views\" WHERE`}},
 	}

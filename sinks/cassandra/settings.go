@@ -11,6 +11,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/internal/cqlname"
+	"github.com/foldline/foldline/internal/services"
 )
 
 // Settings tune how the sink talks to Cassandra. The zero value of a field
@@ -76,11 +77,25 @@ type Settings struct {
 	// the table is building. Defaults 5000 and 1s.
 	BuildingBatchSize int
 	BuildingLinger    time.Duration
+	// TLS, when set, connects to Cassandra over TLS: the CA file ("" the
+	// system's CAs), a client certificate, and whether the certificate
+	// must name its host. The files are paths on the functions worker's
+	// machine (or pod), not the machine that deploys. Default: no TLS.
+	TLS *TLSSettings
 	// Username and Password log in to Cassandra ("" Username: no login).
 	// The sink takes them from its function's secrets (SecretUsername,
 	// SecretPassword), never from the user config, which anyone who may
 	// read the function's config sees.
 	Username, Password string
+}
+
+// TLSSettings are the sink's TLS settings (user config tls, tls_ca_file,
+// tls_cert_file, tls_key_file, tls_validate_hostname).
+type TLSSettings struct {
+	CAFile, CertFile, KeyFile string
+	// ValidateHostname checks that Cassandra's certificate names the host
+	// connected to. Default true.
+	ValidateHostname bool
 }
 
 // The function secrets the sink logs in to Cassandra with.
@@ -195,6 +210,9 @@ func (s Settings) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if t := s.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
+		problem("tls_cert_file and tls_key_file: give both or neither")
+	}
 	return errors.Join(errs...)
 }
 
@@ -254,6 +272,11 @@ type userConfig struct {
 	Registry        string      `json:"registry"`
 	BuildingBatch   *int        `json:"building_batch_size"`
 	BuildingLinger  string      `json:"building_linger"`
+	TLS             *bool       `json:"tls"`
+	TLSCAFile       string      `json:"tls_ca_file"`
+	TLSCertFile     string      `json:"tls_cert_file"`
+	TLSKeyFile      string      `json:"tls_key_file"`
+	TLSValidateHost *bool       `json:"tls_validate_hostname"`
 }
 
 // hostList accepts a JSON list of hosts or one comma-separated string.
@@ -365,11 +388,29 @@ func (u userConfig) settings() (Settings, []error) {
 	s.MaxValueBytes = explicit(u.MaxValueBytes, -1)
 	s.BuildingBatchSize = explicit(u.BuildingBatch, -1)
 	s.RowCache = explicit(u.RowCache, -1) // 0 in user config switches the cache off
+	s.TLS = u.tlsSettings()
 	s = s.Defaults()
 	if err := s.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return s, errs
+}
+
+// tlsSettings returns the TLS settings: on when tls is true, or when a TLS
+// file is given and tls is not false.
+func (u userConfig) tlsSettings() *TLSSettings {
+	on := u.TLSCAFile != "" || u.TLSCertFile != "" || u.TLSKeyFile != ""
+	if u.TLS != nil {
+		on = *u.TLS
+	}
+	if !on {
+		return nil
+	}
+	t := &TLSSettings{CAFile: u.TLSCAFile, CertFile: u.TLSCertFile, KeyFile: u.TLSKeyFile, ValidateHostname: true}
+	if u.TLSValidateHost != nil {
+		t.ValidateHostname = *u.TLSValidateHost
+	}
+	return t
 }
 
 // jsonTypeName says in words what a user-config key of Go type goType takes.
@@ -396,6 +437,13 @@ func NewSession(s Settings) (*gocql.Session, error) {
 	cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
 	if s.Username != "" {
 		cluster.Authenticator = gocql.PasswordAuthenticator{Username: s.Username, Password: s.Password}
+	}
+	if t := s.TLS; t != nil {
+		tc, err := services.TLSConfig(t.CAFile, t.CertFile, t.KeyFile, !t.ValidateHostname)
+		if err != nil {
+			return nil, fmt.Errorf("setting up TLS to Cassandra: %w", err)
+		}
+		cluster.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: t.ValidateHostname}
 	}
 	session, err := cluster.CreateSession()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/foldline/foldline/admin/backfill"
+	"github.com/foldline/foldline/admin/config"
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/gen"
 	"github.com/foldline/foldline/admin/ingest"
@@ -40,11 +41,20 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// Connection settings: each flag sets its environment variable, which
+	// services.Load reads, so that a flag wins over the environment and the
+	// config file's context, and reaches every command the same way.
+	flagged := []services.Setting{services.ConfigSetting, services.ContextSetting}
 	for _, s := range services.Settings {
+		if !s.NoFlag {
+			flagged = append(flagged, s)
+		}
+	}
+	for _, s := range flagged {
 		root.PersistentFlags().String(s.Flag, "", s.Usage+" [$"+s.Env+"]")
 	}
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		for _, s := range services.Settings {
+		for _, s := range flagged {
 			if f := cmd.Flags().Lookup(s.Flag); f != nil && f.Changed {
 				if err := os.Setenv(s.Env, f.Value.String()); err != nil {
 					return fmt.Errorf("setting %s from --%s: %w", s.Env, s.Flag, err)
@@ -66,6 +76,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(views.NewCommand())
 	root.AddCommand(ledger.NewCommand())
 	root.AddCommand(backfill.NewCommand())
+	root.AddCommand(config.NewCommand())
 	return root
 }
 

@@ -27,7 +27,8 @@ func Connect(s services.Services) (*gocql.Session, error) {
 	cluster.ProtoVersion = 4
 	session, err := cluster.CreateSession()
 	if err != nil {
-		return nil, fmt.Errorf("connecting to Cassandra at %s: %w (is it up? scripts/stack status)", s.CassandraHost, err)
+		return nil, fmt.Errorf("connecting to Cassandra at %s as %q: %w (the hosts: %s; the user: %s)",
+			s.CassandraHost, s.CassandraUser, err, s.Origin("cassandra-hosts").Change(), s.Origin("cassandra-user").Change())
 	}
 	return session, nil
 }

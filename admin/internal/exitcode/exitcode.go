@@ -16,7 +16,8 @@ const (
 	// Failed: the command failed; also the code of invalid manifests
 	// (lint's findings).
 	Failed = 1
-	// Usage: a bad flag or argument, or a refusal of what the arguments
+	// Usage: a bad flag or argument, a bad connection setting or config
+	// file (services.ErrConfig), or a refusal of what the arguments
 	// ask: removing data unconfirmed (destroy --tables/--purge without
 	// --yes and no terminal), dropping the active table.
 	Usage = 2
@@ -34,7 +35,7 @@ const (
 const Help = `Exit codes:
   0  success
   1  the command failed, or the manifests have problems (lint)
-  2  bad flag or argument; removing data unconfirmed (destroy without --yes); dropping the active table
+  2  bad flag, argument or connection setting (foldline config view); removing data unconfirmed (destroy without --yes); dropping the active table
   3  Pulsar or Cassandra unreachable: start them with scripts/stack up
   4  unknown tenant, view or function
   5  deployed, but not every function instance runs yet (see foldline status)`
@@ -55,7 +56,7 @@ func For(err error) int {
 	switch {
 	case err == nil:
 		return OK
-	case errors.Is(err, ErrUsage):
+	case errors.Is(err, ErrUsage), errors.Is(err, services.ErrConfig):
 		return Usage
 	case errors.Is(err, services.ErrUnreachable):
 		return Unreachable

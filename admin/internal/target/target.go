@@ -38,7 +38,9 @@ type Command struct {
 // asked for.
 func (c *Command) Bind(cmd *cobra.Command, args []string) (asJSON bool, err error) {
 	c.Dir = Dir(args)
-	c.Services = Services()
+	if c.Services, err = services.Load(); err != nil {
+		return false, err
+	}
 	c.Out, c.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
 	return c.Target.JSON()
 }
@@ -109,10 +111,6 @@ func (f *Flags) CheckKeyspace() error {
 	}
 	return nil
 }
-
-// Services returns the service addresses (FOLDLINE_* environment variables
-// or the local stack's defaults).
-func Services() services.Services { return services.FromEnv() }
 
 // LoadGraph is Load plus the manifests' DAG, for the commands that walk it.
 func (f *Flags) LoadGraph(dir string) (*manifest.Set, *manifest.Graph, error) {

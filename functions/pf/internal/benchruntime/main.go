@@ -86,7 +86,12 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of all contenders; the table shows each one's median")
 	flag.BoolVar(&o.derived, "derived", false, "inputs carry an origin position already (a stage after the first); false: ledger events, to which the runtime adds it")
 	flag.Parse()
-	o.svc = services.FromEnv()
+	svc, err := services.Load()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-runtime:", err)
+		os.Exit(2)
+	}
+	o.svc = svc
 	o.svc.PulsarURL, o.svc.PulsarAdminURL = o.serviceURL, o.adminURL
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -486,7 +491,10 @@ func plainLoop(args []string) error {
 	if args[3] == "failover" {
 		subType = pulsar.Failover
 	}
-	svc := services.FromEnv()
+	svc, err := services.Load()
+	if err != nil {
+		return err
+	}
 	svc.PulsarURL = args[0]
 	client, err := newClient(svc)
 	if err != nil {
