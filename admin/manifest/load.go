@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/foldline/foldline/internal/plainfile"
 )
 
 // DefaultDir is the manifest directory lint, plan and deploy read when none
@@ -37,49 +39,14 @@ const (
 // readManifest reads a manifest file: a regular file (not a symlink, FIFO
 // or device, which could block or never end) of at most MaxFileBytes.
 func readManifest(file string) ([]byte, error) {
-	info, err := os.Lstat(file)
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s): a manifest must be a plain file", fileKind(info.Mode()))
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	// The file may have been swapped since Lstat: check what was opened.
-	if info, err = f.Stat(); err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s): a manifest must be a plain file", fileKind(info.Mode()))
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileBytes {
+	data, err := plainfile.Read(file, MaxFileBytes)
+	switch {
+	case errors.Is(err, plainfile.ErrNotRegular):
+		return nil, fmt.Errorf("%w: a manifest must be a plain file", err)
+	case errors.Is(err, plainfile.ErrTooLarge):
 		return nil, fmt.Errorf("larger than %d bytes: refused", MaxFileBytes)
 	}
-	return data, nil
-}
-
-func fileKind(mode fs.FileMode) string {
-	switch {
-	case mode&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case mode&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case mode&fs.ModeDevice != 0:
-		return "a device"
-	case mode&fs.ModeSocket != 0:
-		return "a socket"
-	case mode.IsDir():
-		return "a directory"
-	}
-	return "mode " + mode.String()
+	return data, err
 }
 
 // Load reads every *.yaml and *.yml file under dir, applies defaults and

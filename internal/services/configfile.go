@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/foldline/foldline/internal/plainfile"
 )
 
 // ConfigFile is the file of named contexts, like kubectl's kubeconfig or
@@ -118,28 +119,7 @@ func ReadConfigFile(path string) (*ConfigFile, error) {
 }
 
 // readSmallFile reads a regular file of at most maxConfigBytes.
-func readSmallFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxConfigBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxConfigBytes)
-	}
-	return data, nil
-}
+func readSmallFile(path string) ([]byte, error) { return plainfile.Read(path, maxConfigBytes) }
 
 // ParseConfigFile parses a config file's content; errors name path, line
 // and key.

@@ -205,14 +205,22 @@ func MarkSnapshot(ctx context.Context, s *gocql.Session, keyspace, view, table s
 var ErrUnknownTable = errors.New("table not registered")
 
 // Activate makes table the view's active table and retires the one active
-// before, in one logged batch on the view's partition: atomic and isolated,
-// so a reader sees the old active table or the new one, never neither. It
-// returns the table active before ("" if none).
+// before, in one batch on the view's partition: atomic and isolated, so a
+// reader sees the old active table or the new one, never neither. The batch
+// is a lightweight transaction on the table's row (IF EXISTS), so that it
+// never races Unregister into pointing readers at a forgotten, dropped
+// table. It returns the table active before ("" if none).
 func Activate(ctx context.Context, s *gocql.Session, keyspace, view, table string) (string, error) {
 	entry, err := Get(ctx, s, keyspace, view)
 	if err != nil {
 		return "", err
 	}
+	return switchTo(ctx, s, keyspace, entry, table)
+}
+
+// switchTo is Activate from entry, the view's registry as the caller read it.
+func switchTo(ctx context.Context, s *gocql.Session, keyspace string, entry Entry, table string) (string, error) {
+	view := entry.View
 	known := false
 	for _, v := range entry.Versions {
 		known = known || v.Table == table
@@ -224,14 +232,21 @@ func Activate(ctx context.Context, s *gocql.Session, keyspace, view, table strin
 		return table, nil
 	}
 	b := s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
-	b.Query(fmt.Sprintf(`UPDATE %s SET active_table = ?, state = ? WHERE view_name = ? AND table_name = ?`, cqlname.Table(keyspace, Table)),
+	b.Query(fmt.Sprintf(`UPDATE %s SET active_table = ?, state = ? WHERE view_name = ? AND table_name = ? IF EXISTS`, cqlname.Table(keyspace, Table)),
 		table, StateActive, view, table)
 	if entry.ActiveTable != "" {
 		b.Query(fmt.Sprintf(`UPDATE %s SET state = ? WHERE view_name = ? AND table_name = ?`, cqlname.Table(keyspace, Table)),
 			StateRetired, view, entry.ActiveTable)
 	}
-	if err := s.ExecuteBatch(b); err != nil {
+	applied, iter, err := s.ExecuteBatchCAS(b)
+	if iter != nil {
+		_ = iter.Close() // the rows that failed the condition: applied says enough
+	}
+	if err != nil {
 		return "", fmt.Errorf("switching view %s to table %s: %w", view, table, err)
+	}
+	if !applied {
+		return "", fmt.Errorf("activating %s.%s for view %s (removed meanwhile): %w", keyspace, table, view, ErrUnknownTable)
 	}
 	return entry.ActiveTable, nil
 }
@@ -266,9 +281,27 @@ func Unregister(ctx context.Context, s *gocql.Session, keyspace, view, table str
 	if entry.ActiveTable == table {
 		return fmt.Errorf("removing table %s of view %s from the registry: %w", table, view, ErrActiveTable)
 	}
-	q := fmt.Sprintf(`DELETE FROM %s WHERE view_name = ? AND table_name = ?`, cqlname.Table(keyspace, Table))
-	if err := s.Query(q, view, table).WithContext(ctx).Exec(); err != nil {
+	return forget(ctx, s, keyspace, view, table)
+}
+
+// forget deletes a version's row unless it is the active one at that
+// moment: a lightweight transaction, serialized with Activate's, so that a
+// switch between the caller's read and the delete is never lost.
+func forget(ctx context.Context, s *gocql.Session, keyspace, view, table string) error {
+	q := fmt.Sprintf(`DELETE FROM %s WHERE view_name = ? AND table_name = ? IF state != ?`, cqlname.Table(keyspace, Table))
+	applied, err := s.Query(q, view, table, StateActive).WithContext(ctx).MapScanCAS(map[string]any{})
+	if err != nil {
 		return fmt.Errorf("removing table %s of view %s from the registry: %w", table, view, err)
+	}
+	if !applied {
+		// Either the row is gone (nothing to forget) or it is active now.
+		entry, err := Get(ctx, s, keyspace, view)
+		if err != nil {
+			return err
+		}
+		if entry.ActiveTable == table {
+			return fmt.Errorf("removing table %s of view %s from the registry (activated meanwhile): %w", table, view, ErrActiveTable)
+		}
 	}
 	return nil
 }

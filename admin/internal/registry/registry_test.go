@@ -122,3 +122,50 @@ func TestDropRefusesTheActiveTable(t *testing.T) {
 		})
 	}
 }
+
+// TestSwitchAndForgetAreSerialized plays the race between a drop and a
+// switch that both read the registry before it changed: the one that comes
+// second is refused by its lightweight transaction, never leaving the view
+// pointing at a forgotten table or forgetting the active one.
+func TestSwitchAndForgetAreSerialized(t *testing.T) {
+	session, ks := testKeyspace(t)
+	ctx := t.Context()
+	if err := Ensure(ctx, session, ks); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Register(ctx, session, ks, "v", "v_v1", "{}"); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"v_v2", "v_v3"} {
+		if err := RegisterBuilding(ctx, session, ks, "v", table, "{}"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A drop that read v_v2 as building forgets it only after the switch
+	// made it active: refused.
+	if _, err := Activate(ctx, session, ks, "v", "v_v2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := forget(ctx, session, ks, "v", "v_v2"); !errors.Is(err, ErrActiveTable) {
+		t.Fatalf("forgetting the table activated meanwhile: %v, want ErrActiveTable", err)
+	}
+	// A switch that read v_v3 as building makes it active only after a
+	// drop forgot it: refused, v_v2 stays active.
+	stale, err := Get(ctx, session, ks, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := forget(ctx, session, ks, "v", "v_v3"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := switchTo(ctx, session, ks, stale, "v_v3"); !errors.Is(err, ErrUnknownTable) {
+		t.Fatalf("switching to a table forgotten meanwhile: %v, want ErrUnknownTable", err)
+	}
+	entry, err := Get(ctx, session, ks, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entry.ActiveTable != "v_v2" {
+		t.Errorf("active table %q, want v_v2", entry.ActiveTable)
+	}
+}

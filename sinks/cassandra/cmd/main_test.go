@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/foldline/foldline/internal/safego"
+	"github.com/foldline/foldline/sinks/cassandra"
 )
 
 // instanceArgs is the command line the functions worker gives an instance
@@ -76,5 +80,32 @@ func TestReadConfigRefusesBadSettings(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A sink that cannot set up (here: no Cassandra at its hosts) stops with
+// the error once its patience runs out, instead of running and doing
+// nothing for ever.
+func TestSetUpGivesUpWithTheError(t *testing.T) {
+	defer func(p time.Duration) { setupPatience = p }(setupPatience)
+	setupPatience = 200 * time.Millisecond
+	cfg, err := cassandra.ParseConfig(map[string]any{
+		"keyspace": "shop", "table": "t_v1", "view": "t",
+		"key":     []any{map[string]any{"name": "k", "type": "text"}},
+		"columns": []any{map[string]any{"name": "n", "type": "bigint", "merge": "add"}},
+		"hosts":   "127.0.0.1:1", "timeout": "100ms", "retry_backoff_min": "10ms", "retry_backoff_max": "50ms",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults := safego.New()
+	go NewSink(cfg).setUp(faults, "", "")
+	select {
+	case <-faults.Done():
+		if err := faults.Err(); err == nil || !strings.Contains(err.Error(), "setting up the sink for shop.t_v1") {
+			t.Errorf("fault %v, want the set-up error", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("setUp still retrying 30 s after its patience ran out")
 	}
 }

@@ -79,14 +79,19 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 }
 
 // setUp connects, creates or checks the schema and starts the batcher. It
-// retries forever: Cassandra may come up later, and a schema mismatch is
-// fixed by an operator. Until it succeeds every handler call waits, so no
-// message is acknowledged or dead-lettered for the sink's own trouble.
+// retries: Cassandra may come up later, and a schema mismatch or a missing
+// grant is fixed by an operator. Until it succeeds every handler call
+// waits, so no message is acknowledged or dead-lettered for the sink's own
+// trouble. After setupPatience of failures it reports the last error as a
+// fault, which stops the instance with it: the worker restarts the
+// instance (which tries again), and status shows the restarts and the
+// error instead of an instance that runs and does nothing.
 func (s *Sink) setUp(faults *safego.Faults, user, password string) {
 	ctx := context.Background()
 	cfg := s.cfg
 	cfg.Settings.Username, cfg.Settings.Password = user, password
 	wait := cfg.Settings.RetryBackoffMin
+	giveUp := time.Now().Add(setupPatience)
 	for {
 		applier, session, err := cassandra.Open(ctx, cfg)
 		if err == nil {
@@ -101,6 +106,10 @@ func (s *Sink) setUp(faults *safego.Faults, user, password string) {
 			faults.Go("gathering batches", func() { s.batcher.Run(ctx) })
 			close(s.ready)
 			slog.Info("the sink is applying view operations", "view", cfg.View.View, "table", cfg.View.Keyspace+"."+cfg.View.Table)
+			return
+		}
+		if time.Now().After(giveUp) {
+			faults.Report(fmt.Errorf("setting up the sink for %s (failing for %s): %w", cfg.View.Keyspace+"."+cfg.View.Table, setupPatience, err))
 			return
 		}
 		slog.Error("setting up the sink, retrying", "wait", wait, "error", err)
@@ -120,6 +129,10 @@ func (s *Sink) setCut(cfg cassandra.Config) func(building bool) {
 		s.batcher.SetCut(cut)
 	}
 }
+
+// setupPatience is how long setUp retries before it stops the instance: a
+// Cassandra restart takes well under it.
+var setupPatience = 2 * time.Minute
 
 // registryPoll is how often the sink reads its table's state in the
 // registry: a table that went live gets live batches within this time.
