@@ -11,7 +11,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -21,11 +24,13 @@ import (
 
 	"github.com/foldline/foldline/admin/backfill"
 	"github.com/foldline/foldline/admin/internal/cqlx"
+	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/internal/viewscan"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/admin/progress"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -34,10 +39,15 @@ type Options struct {
 	target.Command
 	// Now is the clock for ages. Default time.Now.
 	Now func() time.Time
+	// Watch prints the report again every Interval until interrupted.
+	Watch    bool
+	Interval time.Duration
 }
 
 // Report is the status of one tenant's pipeline.
 type Report struct {
+	// At is when the report was gathered.
+	At       time.Time     `json:"at"`
 	Tenant   string        `json:"tenant"`
 	Keyspace string        `json:"keyspace"`
 	Stages   []StageStatus `json:"stages"`
@@ -51,9 +61,12 @@ type StageStatus struct {
 	Name     string `json:"name"`
 	FullName string `json:"fullName"`
 	Kind     string `json:"kind"`
-	// Upstream names the stages that write this one's inputs.
+	// Upstream names the stages that write this one's inputs ("ledger"
+	// for a ledger topic).
 	Upstream []string `json:"upstream"`
-	Deployed bool     `json:"deployed"`
+	// View is the view a sink writes, "" for a function.
+	View     string `json:"view,omitempty"`
+	Deployed bool   `json:"deployed"`
 	// Instances is the wanted parallelism; Running how many run.
 	Instances int `json:"instances"`
 	Running   int `json:"running"`
@@ -111,6 +124,9 @@ type ViewStatus struct {
 	Table         string `json:"table"`
 	ManifestTable string `json:"manifestTable"`
 	Rows          int64  `json:"rows"`
+	// Versions are the table versions the registry lists, with their
+	// state (active, building, retired, snapshot).
+	Versions []VersionStatus `json:"versions"`
 	// NewestEvent is the latest event time applied to the table (zero when
 	// the view has no time column); AgeSeconds its age.
 	NewestEvent time.Time `json:"newestEvent,omitzero"`
@@ -127,6 +143,12 @@ type ViewStatus struct {
 	Error    string `json:"error,omitempty"`
 }
 
+// VersionStatus is one table version of a view.
+type VersionStatus struct {
+	Table string `json:"table"`
+	State string `json:"state"`
+}
+
 // NewCommand returns `foldline status`.
 func NewCommand() *cobra.Command {
 	var opts Options
@@ -137,26 +159,67 @@ func NewCommand() *cobra.Command {
 stage upstream first with its instances (running/wanted, restarts, processed, errors),
 each subscription's backlog and rate, and each view's active table, row count and
 freshness (the newest event applied, and when its sink last applied anything).`,
-		Example: "  foldline status\n  foldline status -o json --tenant shop-test",
+		Example: "  foldline status\n  foldline status --watch\n  foldline status -o json --tenant shop-test",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := opts.Bind(cmd, args)
 			if err != nil {
 				return err
 			}
-			report, err := Get(cmd.Context(), opts)
-			if err != nil {
-				return err
+			if opts.Interval <= 0 {
+				return fmt.Errorf("--interval %s: want a positive duration: %w", opts.Interval, exitcode.ErrUsage)
 			}
-			if asJSON {
-				return target.WriteJSON(opts.Out, report)
-			}
-			report.Write(opts.Out, opts.now())
-			return nil
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return Run(ctx, opts, asJSON)
 		},
 	}
 	opts.Target.Register(cmd.Flags())
+	cmd.Flags().BoolVarP(&opts.Watch, "watch", "w", false, "print the status again every --interval until interrupted (on a terminal, in place)")
+	cmd.Flags().DurationVar(&opts.Interval, "interval", 2*time.Second, "how often --watch reads the status")
 	return cmd
+}
+
+// Run prints the report once, or with opts.Watch again and again until ctx
+// ends: in place on a terminal, one after the other otherwise (with -o
+// json, one JSON document per line).
+func Run(ctx context.Context, opts Options, asJSON bool) error {
+	src, err := Open(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	inPlace := opts.Watch && !asJSON && progress.IsTerminal(opts.Out)
+	for {
+		report, err := src.Report(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case asJSON && opts.Watch:
+			if err := json.NewEncoder(opts.Out).Encode(report); err != nil {
+				return fmt.Errorf("writing JSON: %w", err)
+			}
+		case asJSON:
+			return target.WriteJSON(opts.Out, report)
+		default:
+			if inPlace {
+				fmt.Fprint(opts.Out, "\x1b[H\x1b[2J") // home, clear
+			}
+			if opts.Watch {
+				fmt.Fprintf(opts.Out, "%s, every %s (Ctrl-C stops)\n", report.At.Local().Format(time.TimeOnly), opts.Interval)
+			}
+			report.Write(opts.Out, opts.now())
+		}
+		if !opts.Watch {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(opts.Interval):
+		}
+	}
 }
 
 func (o Options) now() time.Time {
@@ -168,6 +231,28 @@ func (o Options) now() time.Time {
 
 // Get gathers the report. An unknown tenant is an exitcode.ErrNotFound error.
 func Get(ctx context.Context, opts Options) (*Report, error) {
+	src, err := Open(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	return src.Report(ctx)
+}
+
+// Source reads one tenant's status again and again over one pair of
+// connections (status --watch, foldline ui). It is safe for one goroutine
+// at a time.
+type Source struct {
+	opts   Options
+	set    *manifest.Set
+	graph  *manifest.Graph
+	pulsar *pulsarx.Clients
+	cql    *gocql.Session
+}
+
+// Open reads the manifests and connects. An unknown tenant is an
+// exitcode.ErrNotFound error.
+func Open(ctx context.Context, opts Options) (*Source, error) {
 	set, graph, err := opts.Target.LoadGraph(opts.Dir)
 	if err != nil {
 		return nil, err
@@ -180,7 +265,15 @@ func Get(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer cql.Close()
+	return &Source{opts: opts, set: set, graph: graph, pulsar: pulsar, cql: cql}, nil
+}
+
+// Close closes the Cassandra session.
+func (src *Source) Close() { src.cql.Close() }
+
+// Report gathers the report now.
+func (src *Source) Report(ctx context.Context) (*Report, error) {
+	set, graph, pulsar, cql := src.set, src.graph, src.pulsar, src.cql
 	report := &Report{Tenant: set.Tenant.Name, Keyspace: set.Tenant.Keyspace}
 	sinks := map[*manifest.View]StageStatus{}
 	for _, st := range graph.Order {
@@ -193,10 +286,12 @@ func Get(ctx context.Context, opts Options) (*Report, error) {
 			sinks[st.View] = s
 		}
 	}
-	now := opts.now()
+	now := src.opts.now()
+	report.At = now.UTC()
 	for _, v := range set.Views {
 		report.Views = append(report.Views, viewStatus(ctx, cql, v, sinks[v], now))
 	}
+	var err error
 	if report.Backfills, err = backfill.Running(ctx, pulsar, cql, set.Tenant.Keyspace); err != nil {
 		return nil, err
 	}
@@ -208,6 +303,9 @@ func Get(ctx context.Context, opts Options) (*Report, error) {
 
 func stageStatus(ctx context.Context, pulsar *pulsarx.Clients, graph *manifest.Graph, st *manifest.Stage) (StageStatus, error) {
 	s := StageStatus{Name: st.Name, FullName: st.FullName(), Kind: string(st.Kind), Instances: st.Parallelism, Upstream: []string{}}
+	if st.View != nil {
+		s.View = st.View.Name
+	}
 	for _, up := range graph.Upstream(st) {
 		s.Upstream = append(s.Upstream, up.Name)
 	}
@@ -289,7 +387,7 @@ func subscriptionStatus(ctx context.Context, pulsar *pulsarx.Clients, topic, sub
 
 func viewStatus(ctx context.Context, cql *gocql.Session, v *manifest.View, sink StageStatus, now time.Time) ViewStatus {
 	schema := v.Schema()
-	vs := ViewStatus{View: v.Name, Keyspace: v.Keyspace, Table: schema.Table, ManifestTable: schema.Table}
+	vs := ViewStatus{View: v.Name, Keyspace: v.Keyspace, Table: schema.Table, ManifestTable: schema.Table, Versions: []VersionStatus{}}
 	if t := sink.SinkTotals; t != nil {
 		vs.Skipped, vs.Rejected = &t.Skipped, &t.Rejected
 	}
@@ -311,6 +409,9 @@ func viewStatus(ctx context.Context, cql *gocql.Session, v *manifest.View, sink 
 	}
 	vs.Table = entry.ActiveTable
 	schema.Table = entry.ActiveTable
+	for _, ver := range entry.Versions {
+		vs.Versions = append(vs.Versions, VersionStatus{Table: ver.Table, State: ver.State})
+	}
 	for _, ver := range entry.Versions {
 		if ver.Table == entry.ActiveTable && ver.Definition != "" {
 			_ = json.Unmarshal([]byte(ver.Definition), &schema) // the manifests' columns are the fallback

@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,4 +97,25 @@ func Stack(t testing.TB, args ...string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("scripts/stack %v: %v\n%s", args, err, out)
 	}
+}
+
+// BrowserHint is the command that installs the browser the page tests use.
+const BrowserHint = "scripts/browser"
+
+// Chromium returns the path of a Chromium (FOLDLINE_CHROMIUM, else chromium
+// or chromium-browser on the PATH) for the tests that open a page in a real
+// browser; without one the test skips (or fails under CI) naming the script
+// that installs it.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("FOLDLINE_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	require(t, fmt.Errorf("no Chromium on the PATH (or FOLDLINE_CHROMIUM): install it with %s", BrowserHint))
+	return ""
 }
