@@ -88,6 +88,7 @@ not switched.`,
 		},
 	}
 	opts.Target.Register(cmd.Flags())
+	opts.RegisterBuildFlags(cmd.Flags())
 	f := cmd.Flags()
 	f.BoolVar(&watch, "watch", false, "take over the view's running backfill: show its progress and switch when caught up")
 	f.BoolVar(&abort, "abort", false, "remove the view's running backfill (functions, topics, new table); the active table stays")

@@ -45,6 +45,7 @@ tell whether they changed, and changes nothing.`,
 		},
 	}
 	opts.Target.Register(cmd.Flags())
+	opts.RegisterBuildFlags(cmd.Flags())
 	cmd.Flags().BoolVarP(&opts.Verbose, "verbose", "v", false, "also list unchanged resources")
 	return cmd
 }
@@ -83,6 +84,7 @@ Re-running it with nothing changed changes nothing. Progress goes to stderr.`,
 		},
 	}
 	opts.Target.Register(cmd.Flags())
+	opts.RegisterBuildFlags(cmd.Flags())
 	cmd.Flags().DurationVar(&opts.Wait, "wait", 5*time.Minute, "how long to wait for every instance to run (0: do not wait)")
 	return cmd
 }

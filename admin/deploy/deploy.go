@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/spf13/pflag"
 
 	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/gobuild"
@@ -30,6 +31,12 @@ type Options struct {
 	target.Command
 	// CacheDir receives the built binaries. Default gobuild.DefaultCacheDir.
 	CacheDir string
+	// Platform is what the function binaries are built for. Default
+	// linux/amd64.
+	Platform gobuild.Platform
+	// Binaries, when set, is a directory of prebuilt binaries (foldline
+	// build --out) to deploy instead of building.
+	Binaries string
 	// Wait bounds how long deploy waits for every instance to run; 0 does
 	// not wait. Default (command) 5m.
 	Wait time.Duration
@@ -80,10 +87,23 @@ func open(opts Options) (*session, error) {
 	return &session{set: set, graph: graph, pulsar: pulsar, cql: cql, identity: id}, nil
 }
 
+// builder builds (or takes from o.Binaries) the function binaries.
+func (o Options) builder() *gobuild.Builder {
+	return &gobuild.Builder{Dir: gobuild.ModuleDir(o.Dir, "."), CacheDir: o.CacheDir, Platform: o.Platform, Prebuilt: o.Binaries, Progress: o.ErrOut}
+}
+
+// RegisterBuildFlags adds the flags that choose how function binaries are
+// built: --goos, --goarch and --binaries.
+func (o *Options) RegisterBuildFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Platform.GOOS, "goos", gobuild.DefaultPlatform.GOOS, "GOOS the function binaries are built for (the functions workers')")
+	fs.StringVar(&o.Platform.GOARCH, "goarch", gobuild.DefaultPlatform.GOARCH, "GOARCH the function binaries are built for")
+	fs.StringVar(&o.Binaries, "binaries", "", "deploy the prebuilt binaries in this directory (foldline build --out) instead of building them")
+}
+
 func (o Options) planner(s *session) *planner {
 	return &planner{
 		set: s.set, graph: s.graph, pulsar: s.pulsar, cql: s.cql,
-		builder:  &gobuild.Builder{Dir: gobuild.ModuleDir(o.Dir, "."), CacheDir: o.CacheDir, Progress: o.ErrOut},
+		builder:  o.builder(),
 		hosts:    o.Services.SinkHosts(),
 		cluster:  o.Services.Describe(),
 		identity: s.identity,

@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foldline/foldline/admin/build"
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
@@ -62,6 +64,31 @@ func TestDeployShopPipeline(t *testing.T) {
 	}
 	if len(second.Applied) != 0 {
 		t.Errorf("second deploy changed %d resources, want none: %+v", len(second.Applied), second.Applied)
+	}
+	if !strings.Contains(second.Plan.Cluster, svc.PulsarURL) || !strings.Contains(second.Plan.Cluster, svc.CassandraHost) {
+		t.Errorf("the plan names the cluster %q, want %s and %s in it", second.Plan.Cluster, svc.PulsarURL, svc.CassandraHost)
+	}
+
+	// foldline build, then deploy --binaries: the same bytes, so nothing
+	// changes; a binary changed after the build is refused.
+	dist := t.TempDir()
+	if err := build.Run(ctx, build.Options{Dir: opts.Dir, Out: dist, Stdout: log, Progress: log}); err != nil {
+		t.Fatalf("foldline build: %v", err)
+	}
+	prebuilt := opts
+	prebuilt.Binaries = dist
+	third, err := deploy.Deploy(ctx, prebuilt)
+	if err != nil {
+		t.Fatalf("deploy --binaries: %v", err)
+	}
+	if len(third.Applied) != 0 {
+		t.Errorf("deploy --binaries of what deploy built changed %d resources, want none: %+v", len(third.Applied), third.Applied)
+	}
+	if err := os.WriteFile(filepath.Join(dist, gobuild.FileName("github.com/foldline/foldline/functions/shop/validate/cmd", gobuild.DefaultPlatform)), []byte("tampered"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deploy.MakePlan(ctx, prebuilt); !errors.Is(err, gobuild.ErrPrebuilt) {
+		t.Errorf("plan --binaries with a binary changed after the build: %v, want ErrPrebuilt", err)
 	}
 
 	report, err := status.Get(ctx, status.Options{Command: target.Command{Dir: opts.Dir, Target: opts.Target, Services: svc}})

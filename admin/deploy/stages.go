@@ -10,7 +10,6 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/gocql/gocql"
 
-	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/admin/internal/ledgerepoch"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/manifest"
@@ -24,7 +23,7 @@ import (
 // first, and waits up to opts.Wait for every instance to run. A function
 // that exists already is left as it is, so a re-run carries on.
 func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cql *gocql.Session, set *manifest.Set, stages []*manifest.Stage) error {
-	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(opts.Dir, "."), CacheDir: opts.CacheDir, Progress: opts.ErrOut}
+	builder := opts.builder()
 	id, err := tenantIdentity(opts.Services, set.Tenant.Name)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/foldline/foldline/admin/backfill"
+	"github.com/foldline/foldline/admin/build"
 	"github.com/foldline/foldline/admin/config"
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/gen"
@@ -23,6 +24,7 @@ import (
 	"github.com/foldline/foldline/admin/ledger"
 	"github.com/foldline/foldline/admin/lint"
 	"github.com/foldline/foldline/admin/status"
+	"github.com/foldline/foldline/admin/ui"
 	"github.com/foldline/foldline/admin/views"
 	"github.com/foldline/foldline/internal/services"
 )
@@ -69,6 +71,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(gen.NewCommand())
 	root.AddCommand(ingest.NewCommand())
 	root.AddCommand(lint.NewCommand())
+	root.AddCommand(build.NewCommand())
 	root.AddCommand(deploy.NewPlanCommand())
 	root.AddCommand(deploy.NewDeployCommand())
 	root.AddCommand(deploy.NewDestroyCommand())
@@ -77,6 +80,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(ledger.NewCommand())
 	root.AddCommand(backfill.NewCommand())
 	root.AddCommand(config.NewCommand())
+	root.AddCommand(ui.NewCommand())
 	return root
 }
 

@@ -156,10 +156,12 @@ type Binary struct {
 	Package string
 	Path    string
 	// SHA256 is the hex digest of the executable's bytes.
-	SHA256 string
+	SHA256   string
+	Platform Platform
 }
 
-// Builder builds packages with the go command found on PATH.
+// Builder builds packages with the go command found on PATH, or takes
+// them from a directory of prebuilt binaries.
 type Builder struct {
 	// Dir is where go runs: any directory inside the module that holds the
 	// packages (see ModuleDir).
@@ -167,9 +169,17 @@ type Builder struct {
 	// CacheDir receives the binaries. Default: the user's cache directory
 	// under foldline/bin.
 	CacheDir string
+	// Platform is what the binaries are built for. Default linux/amd64,
+	// the functions workers' platform (also on Kubernetes).
+	Platform Platform
+	// Prebuilt, when set, is a directory that foldline build filled: Build
+	// takes each binary from it (checking its digest and platform) instead
+	// of running go build.
+	Prebuilt string
 	// Progress, when set, receives one line per build.
 	Progress io.Writer
 	built    map[string]Binary
+	index    *Index
 }
 
 // DefaultCacheDir is where binaries go when Builder.CacheDir is empty.
@@ -181,13 +191,26 @@ func DefaultCacheDir() string {
 	return filepath.Join(base, "foldline", "bin")
 }
 
-// Build builds pkg (once per Builder) for the platform the CLI runs on,
-// which is the functions worker's when the stack is local.
+// Build builds pkg (once per Builder) for b.Platform, statically
+// (CGO_ENABLED=0: the binary runs in any Linux image, scratch included), or
+// takes it from b.Prebuilt.
 func (b *Builder) Build(ctx context.Context, pkg string) (Binary, error) {
 	if bin, ok := b.built[pkg]; ok {
 		return bin, nil
 	}
 	if err := CheckPackage(pkg); err != nil {
+		return Binary{}, err
+	}
+	if b.Prebuilt != "" {
+		bin, err := b.prebuilt(pkg)
+		if err != nil {
+			return Binary{}, err
+		}
+		b.remember(bin)
+		return bin, nil
+	}
+	platform, err := b.Platform.orDefault()
+	if err != nil {
 		return Binary{}, err
 	}
 	if err := checkInModule(cmp.Or(b.Dir, "."), pkg); err != nil {
@@ -200,9 +223,9 @@ func (b *Builder) Build(ctx context.Context, pkg string) (Binary, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Binary{}, fmt.Errorf("creating binary cache %s: %w", dir, err)
 	}
-	out := filepath.Join(dir, strings.NewReplacer("/", "_", ".", "_").Replace(pkg))
+	out := filepath.Join(dir, FileName(pkg, platform))
 	if b.Progress != nil {
-		fmt.Fprintf(b.Progress, "building %s\n", pkg)
+		fmt.Fprintf(b.Progress, "building %s for %s\n", pkg, platform)
 	}
 	// -trimpath: the same source builds the same bytes in any checkout, so
 	// deploy's fingerprint (which hashes the binary) does not see a change
@@ -212,6 +235,7 @@ func (b *Builder) Build(ctx context.Context, pkg string) (Binary, error) {
 	// "--" ends the flags: whatever pkg is, go build takes it as a package.
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-w", "-o", out, "--", pkg)
 	cmd.Dir = b.Dir
+	cmd.Env = append(os.Environ(), "GOOS="+platform.GOOS, "GOARCH="+platform.GOARCH, "CGO_ENABLED=0")
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Run(); err != nil {
@@ -228,13 +252,20 @@ func (b *Builder) Build(ctx context.Context, pkg string) (Binary, error) {
 	if err != nil {
 		return Binary{}, err
 	}
-	bin := Binary{Package: pkg, Path: out, SHA256: sum}
+	bin := Binary{Package: pkg, Path: out, SHA256: sum, Platform: platform}
+	b.remember(bin)
+	return bin, nil
+}
+
+func (b *Builder) remember(bin Binary) {
 	if b.built == nil {
 		b.built = map[string]Binary{}
 	}
-	b.built[pkg] = bin
-	return bin, nil
+	b.built[bin.Package] = bin
 }
+
+// Built returns the binaries built (or taken) so far, by package.
+func (b *Builder) Built() map[string]Binary { return b.built }
 
 func fileSHA256(path string) (string, error) {
 	f, err := os.Open(path)

@@ -1,0 +1,70 @@
+package gobuild
+
+import (
+	"debug/elf"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+const (
+	hello = "github.com/foldline/foldline/admin/internal/gobuild/testdata/hello"
+	other = "github.com/foldline/foldline/functions/examples/identity"
+)
+
+// Binaries are built for the platform asked for (linux/amd64 by default),
+// statically; a prebuilt directory gives the same bytes back and refuses a
+// binary that changed, a package it lacks and another platform.
+func TestPlatformsAndPrebuiltBinaries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds binaries")
+	}
+	root := ModuleDir(".")
+	out := t.TempDir()
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	built := map[string]Binary{}
+	for arch, machine := range machines {
+		b := &Builder{Dir: root, CacheDir: out, Platform: Platform{GOARCH: arch}}
+		bin, err := b.Build(t.Context(), hello)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := elf.Open(bin.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Machine != machine || bin.Platform != (Platform{"linux", arch}) {
+			t.Errorf("%s: built for %v, platform %v", arch, f.Machine, bin.Platform)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("%s: dynamically linked (interpreter), want a static binary", arch)
+			}
+		}
+		f.Close()
+		built[arch] = bin
+	}
+	if err := WriteIndex(out, DefaultPlatform, map[string]Binary{hello: built["amd64"]}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := (&Builder{Prebuilt: out}).Build(t.Context(), hello)
+	if err != nil || got.SHA256 != built["amd64"].SHA256 || got.Path != built["amd64"].Path {
+		t.Fatalf("prebuilt = %+v, %v; want %+v", got, err, built["amd64"])
+	}
+	if _, err := (&Builder{Prebuilt: out}).Build(t.Context(), other); !errors.Is(err, ErrPrebuilt) {
+		t.Errorf("a package the directory lacks: %v, want ErrPrebuilt", err)
+	}
+	if _, err := (&Builder{Prebuilt: out, Platform: Platform{GOARCH: "arm64"}}).Build(t.Context(), hello); !errors.Is(err, ErrPrebuilt) {
+		t.Errorf("another platform: %v, want ErrPrebuilt", err)
+	}
+	if err := os.WriteFile(filepath.Join(out, filepath.Base(built["amd64"].Path)), []byte("#!/bin/sh\necho tampered\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Builder{Prebuilt: out}).Build(t.Context(), hello); !errors.Is(err, ErrPrebuilt) {
+		t.Errorf("a binary changed since the build: %v, want ErrPrebuilt", err)
+	}
+	if _, err := (&Builder{Dir: root, CacheDir: out, Platform: Platform{GOOS: "linux; rm -rf /"}}).Build(t.Context(), hello); !errors.Is(err, ErrBadPlatform) {
+		t.Errorf("a hostile GOOS: %v, want ErrBadPlatform", err)
+	}
+}
