@@ -37,6 +37,11 @@ type Options struct {
 	// Binaries, when set, is a directory of prebuilt binaries (foldline
 	// build --out) to deploy instead of building.
 	Binaries string
+	// KubernetesSecret, when set, gives the functions references to the
+	// keys of this Kubernetes secret (in the functions' namespace) instead
+	// of the credentials themselves, for Pulsar's Kubernetes runtime:
+	// foldline kubernetes-secret prints the secret to create.
+	KubernetesSecret string
 	// Wait bounds how long deploy waits for every instance to run; 0 does
 	// not wait. Default (command) 5m.
 	Wait time.Duration
@@ -67,6 +72,9 @@ func (s *session) Close() {
 }
 
 func open(opts Options) (*session, error) {
+	if err := checkKubernetesSecret(opts.KubernetesSecret); err != nil {
+		return nil, err
+	}
 	set, graph, err := opts.Target.LoadGraph(opts.Dir)
 	if err != nil {
 		return nil, err
@@ -98,16 +106,18 @@ func (o *Options) RegisterBuildFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Platform.GOOS, "goos", gobuild.DefaultPlatform.GOOS, "GOOS the function binaries are built for (the functions workers')")
 	fs.StringVar(&o.Platform.GOARCH, "goarch", gobuild.DefaultPlatform.GOARCH, "GOARCH the function binaries are built for")
 	fs.StringVar(&o.Binaries, "binaries", "", "deploy the prebuilt binaries in this directory (foldline build --out) instead of building them")
+	fs.StringVar(&o.KubernetesSecret, "kubernetes-secret", "", "give functions references to this Kubernetes secret's keys instead of the credentials (Pulsar's Kubernetes runtime; foldline kubernetes-secret prints it)")
 }
 
 func (o Options) planner(s *session) *planner {
 	return &planner{
 		set: s.set, graph: s.graph, pulsar: s.pulsar, cql: s.cql,
-		builder:  o.builder(),
-		hosts:    o.Services.SinkHosts(),
-		cluster:  o.Services.Describe(),
-		identity: s.identity,
-		progress: o.ErrOut,
+		builder:          o.builder(),
+		hosts:            o.Services.SinkHosts(),
+		cluster:          o.Services.Describe(),
+		kubernetesSecret: o.KubernetesSecret,
+		identity:         s.identity,
+		progress:         o.ErrOut,
 	}
 }
 

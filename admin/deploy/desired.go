@@ -38,7 +38,7 @@ type desiredFunction struct {
 // Every function gets id's credentials in its secrets, and a stage that
 // reads a ledger topic gets the topic's epoch from epochs (ledger topic →
 // epoch) in its user config.
-func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.Stage, builder *gobuild.Builder, cassandraHosts string, id identity, epochs map[string]string) ([]desiredFunction, error) {
+func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.Stage, builder *gobuild.Builder, cassandraHosts string, id identity, kubernetesSecret string, epochs map[string]string) ([]desiredFunction, error) {
 	out := make([]desiredFunction, 0, len(order))
 	for _, st := range order {
 		bin, err := builder.Build(ctx, st.Binary)
@@ -49,7 +49,7 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 		if err != nil {
 			return nil, err
 		}
-		conf.Secrets = id.secrets(st.View != nil)
+		conf.Secrets = id.secrets(st.View != nil, kubernetesSecret)
 		setLedgerEpochs(&conf, st, epochs)
 		conf.UserConfig[UserConfigBinary] = bin.SHA256
 		fp, err := fingerprint(conf)

@@ -68,17 +68,34 @@ func tenantIdentity(svc services.Services, tenant string) (identity, error) {
 	return id, nil
 }
 
-// secrets are the function secrets of a function (sink: a view's sink).
-func (id identity) secrets(sink bool) map[string]any {
-	s := map[string]any{}
+// secrets are the function secrets of a function (sink: a view's sink):
+// the values themselves, or, with a Kubernetes secret name, references to
+// that secret's keys (see KubernetesSecret), which Pulsar's Kubernetes
+// runtime binds to the instance's environment.
+func (id identity) secrets(sink bool, kubernetesSecret string) map[string]any {
+	values := id.secretValues(sink)
+	if len(values) == 0 {
+		return nil
+	}
+	s := make(map[string]any, len(values))
+	for k, v := range values {
+		if kubernetesSecret != "" {
+			s[k] = map[string]any{"path": kubernetesSecret, "key": k}
+		} else {
+			s[k] = v
+		}
+	}
+	return s
+}
+
+// secretValues are the secrets' values by name.
+func (id identity) secretValues(sink bool) map[string]string {
+	s := map[string]string{}
 	if id.PulsarToken != "" {
 		s["token"] = id.PulsarToken
 	}
 	if sink && id.CassandraUser != "" {
-		maps.Copy(s, map[string]any{cassandra.SecretUsername: id.CassandraUser, cassandra.SecretPassword: id.CassandraPassword})
-	}
-	if len(s) == 0 {
-		return nil
+		maps.Copy(s, map[string]string{cassandra.SecretUsername: id.CassandraUser, cassandra.SecretPassword: id.CassandraPassword})
 	}
 	return s
 }

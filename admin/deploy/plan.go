@@ -127,8 +127,11 @@ type planner struct {
 	hosts    string
 	cluster  string
 	identity identity
-	progress io.Writer
-	plan     *Plan
+	// kubernetesSecret, when set, names the Kubernetes secret the
+	// functions' secrets refer to (Options.KubernetesSecret).
+	kubernetesSecret string
+	progress         io.Writer
+	plan             *Plan
 	// epochs maps each ledger topic to its epoch, as the topic has it or
 	// will have it once the plan is applied (planTopics).
 	epochs map[string]string
@@ -158,7 +161,7 @@ func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
 	if err := pl.planCassandraRole(ctx); err != nil {
 		return nil, err
 	}
-	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts, pl.identity, pl.epochs)
+	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts, pl.identity, pl.kubernetesSecret, pl.epochs)
 	if err != nil {
 		return nil, err
 	}

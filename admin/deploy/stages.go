@@ -32,7 +32,7 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 	if err != nil {
 		return err
 	}
-	functions, err := renderFunctions(ctx, set, stages, builder, opts.Services.SinkHosts(), id, epochs)
+	functions, err := renderFunctions(ctx, set, stages, builder, opts.Services.SinkHosts(), id, opts.KubernetesSecret, epochs)
 	if err != nil {
 		return err
 	}

@@ -350,13 +350,17 @@ func (c *instanceConf) applyAuth(flat *flatConf, secretsJSON string) error {
 		}
 		c.Secrets = make(map[string]string, len(secrets))
 		for k, v := range secrets {
-			if s, ok := v.(string); ok {
+			s, err := secretValue(k, v)
+			if err != nil {
+				return err
+			}
+			if s != "" {
 				c.Secrets[k] = s
 			}
 		}
-		if v, ok := secrets["token"]; ok {
-			s, isString := v.(string)
-			if !isString || s == "" {
+		if _, ok := secrets["token"]; ok {
+			s := c.Secrets["token"]
+			if s == "" {
 				return fmt.Errorf("%w: key \"secretsMap\": secret \"token\" must be a non-empty string", ErrBadConfig)
 			}
 			c.Token = strings.TrimPrefix(s, "token:")
@@ -369,6 +373,31 @@ func (c *instanceConf) applyAuth(flat *flatConf, secretsJSON string) error {
 	return fmt.Errorf("%w: function %s: key \"clientAuthenticationPlugin\" is %s but key \"secretsMap\" has no \"token\": %w; "+
 		"give the function its tenant's token as the secret \"token\" (foldline deploy does; by hand: functions create --secrets '{\"token\": \"…\"}')",
 		ErrBadConfig, c.FQFN(), flat.ClientAuthenticationPlugin, ErrWorkerCredentials)
+}
+
+// secretValue returns a secret's value: the string itself (the process
+// runtime's clear-text secrets), or, for a Kubernetes secret reference
+// ({"path": secret name, "key": key} — the Kubernetes runtime's secrets
+// configurator binds it to an environment variable named after the
+// secret), that variable. Other values are left to the handler ("").
+func secretValue(name string, v any) (string, error) {
+	switch x := v.(type) {
+	case string:
+		return x, nil
+	case map[string]any:
+		path, hasPath := x["path"].(string)
+		key, hasKey := x["key"].(string)
+		if !hasPath || !hasKey {
+			return "", nil
+		}
+		value, ok := os.LookupEnv(name)
+		if !ok {
+			return "", fmt.Errorf("%w: key \"secretsMap\": secret %q refers to Kubernetes secret %s, key %s, but the environment has no %s (the worker binds it on the Kubernetes runtime)",
+				ErrBadConfig, name, path, key, name)
+		}
+		return value, nil
+	}
+	return "", nil
 }
 
 // applyUserConfig decodes the user config and takes Foldline's keys from it.

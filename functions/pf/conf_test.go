@@ -189,6 +189,27 @@ func TestParseConfOpenAndSecrets(t *testing.T) {
 	}
 }
 
+// On Pulsar's Kubernetes runtime the secrets map holds references to
+// Kubernetes secrets ({"path", "key"}), which the worker binds to
+// environment variables named after each secret: the runtime reads those.
+func TestParseConfKubernetesSecrets(t *testing.T) {
+	secrets := `,"secretsMap":"{\"token\":{\"path\":\"foldline-shop\",\"key\":\"token\"},\"cassandraUser\":{\"path\":\"foldline-shop\",\"key\":\"cassandraUser\"}}"`
+	raw := `{"clientAuthenticationPlugin":"org.apache.pulsar.client.impl.auth.AuthenticationToken","clientAuthenticationParameters":"token:worker",` + detailsJSON(baseDetails + secrets + `}`)[1:]
+	t.Setenv("token", "tenant-token")
+	t.Setenv("cassandraUser", "tenant-shop")
+	c, err := parseConf([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Token != "tenant-token" || c.Secrets["cassandraUser"] != "tenant-shop" {
+		t.Errorf("token %q, secrets %v; want the environment's", c.Token, c.Secrets)
+	}
+	os.Unsetenv("token")
+	if _, err := parseConf([]byte(raw)); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "the environment has no token") {
+		t.Errorf("a reference without its variable: %v, want ErrBadConfig naming it", err)
+	}
+}
+
 func TestParseConfNamesTheBadKey(t *testing.T) {
 	tests := []struct{ name, conf, key string }{
 		{name: "port is a string", conf: `{"port":"x"}`, key: `"port"`},

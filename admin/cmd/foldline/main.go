@@ -75,6 +75,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(deploy.NewPlanCommand())
 	root.AddCommand(deploy.NewDeployCommand())
 	root.AddCommand(deploy.NewDestroyCommand())
+	root.AddCommand(deploy.NewKubernetesSecretCommand())
 	root.AddCommand(status.NewCommand())
 	root.AddCommand(views.NewCommand())
 	root.AddCommand(ledger.NewCommand())
