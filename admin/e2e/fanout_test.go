@@ -50,6 +50,7 @@ functions:
 	"functions/tally.yaml": fanoutFunction("tally", "persistent://fanout/pipeline/parts", "persistent://fanout/pipeline/totals-ops"),
 	"views/totals.yaml": `kind: View
 name: ` + fanout.View + `
+description: per key, the sum and count of the fanned-out amounts (the fan-out test)
 version: 1
 key:
   - {name: ` + fanout.ColKey + `, type: text}

@@ -314,6 +314,9 @@ func (s *Set) checkView(v *View) Problems {
 	if v.Version < 1 {
 		ps = append(ps, v.Problem("version", "%d: want 1 or more", v.Version))
 	}
+	if strings.TrimSpace(v.Description) == "" {
+		ps = append(ps, v.Problem("description", "required: say what the view holds and what it is for (the view catalog shows it: foldline views describe)"))
+	}
 	for i, c := range v.Columns {
 		if c.Merge == "" {
 			ps = append(ps, v.Problem(fmt.Sprintf("columns[%d].merge", i), "column %s has no merge rule: want set, add, max, min or latest", c.Name))

@@ -68,12 +68,12 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 		},
 		{
 			name:  "view column without merge rule",
-			edits: []edit{{"views/user_activity.yaml", "{name: last_url, type: text, merge: set}", "{name: last_url, type: text}"}},
+			edits: []edit{{"views/user_activity.yaml", "{name: last_url, type: text, merge: set,", "{name: last_url, type: text,"}},
 			want:  []wantProblem{{"views/user_activity.yaml", "name: last_url", "columns[5].merge", "column last_url has no merge rule"}},
 		},
 		{
 			name:  "view column with an unknown CQL type",
-			edits: []edit{{"views/product_sales.yaml", "{name: units, type: bigint, merge: add}", "{name: units, type: bignum, merge: add}"}},
+			edits: []edit{{"views/product_sales.yaml", "{name: units, type: bigint, merge: add,", "{name: units, type: bignum, merge: add,"}},
 			want:  []wantProblem{{"views/product_sales.yaml", "name: units", "columns[0].type", `"bignum": not one of`}},
 		},
 		{
@@ -164,9 +164,17 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			want:  []wantProblem{{"views/user_activity.yaml", "kind: Viewz", "kind", `"Viewz" is not one of Tenant, Pipeline, View`}},
 		},
 		{
+			name:  "a view without a description",
+			edits: []edit{{"views/product_sales.yaml", "description: >-", "summary: >-"}},
+			want: []wantProblem{
+				{"views/product_sales.yaml", "kind: View", "description", "required: say what the view holds"},
+				{"views/product_sales.yaml", "summary: >-", "summary", "unknown field"},
+			},
+		},
+		{
 			name:  "not YAML",
-			edits: []edit{{"views/product_sales.yaml", "name: product_sales", "name: \"product_sales"}},
-			want:  []wantProblem{{"views/product_sales.yaml", "name: \"product_sales", "", "not valid YAML"}},
+			edits: []edit{{"views/product_sales.yaml", "keyspace: shop\n", "keyspace: shop: x\n"}},
+			want:  []wantProblem{{"views/product_sales.yaml", "keyspace: shop: x", "", "not valid YAML"}},
 		},
 	}
 	for _, tc := range cases {

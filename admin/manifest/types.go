@@ -128,6 +128,14 @@ type View struct {
 	Kind string `yaml:"kind"`
 	// Name is the view as operations name it (ViewOp.View).
 	Name string `yaml:"name"`
+	// Description says what the view holds and what it is for; lint
+	// requires one, for the view catalog (foldline views describe,
+	// foldline views --search).
+	Description string `yaml:"description"`
+	// Owner is who answers for the view (a team, an address).
+	Owner string `yaml:"owner"`
+	// Tags are words to find the view by.
+	Tags []string `yaml:"tags"`
 	// Keyspace is the tenant's keyspace. Default: the tenant's.
 	Keyspace string `yaml:"keyspace"`
 	// Version numbers the view's table: the table is <name>_v<version>.

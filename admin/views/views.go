@@ -1,6 +1,9 @@
 // Package views is `foldline views`: each view of a keyspace with its active
 // table (from the view registry that deploy writes and a backfill switches),
-// its other table versions, and the active table's row count.
+// its other table versions, the active table's row count and the view's
+// catalog (what the manifests say it holds, its owner, tags and columns);
+// `views --search` finds views by those, and `views describe` shows one
+// with its freshness and its lineage back to the ledger.
 package views
 
 import (
@@ -8,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/gocql/gocql"
@@ -18,6 +22,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/internal/viewscan"
+	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -34,6 +39,9 @@ type Options struct {
 	// rollback) before listing. The active table, and one a running
 	// backfill builds, are refused.
 	Drop string
+	// Search, when set, lists only the views whose name or catalog
+	// (description, owner, tags, columns) holds it, ignoring case.
+	Search string
 }
 
 // View is one view's line of output.
@@ -46,6 +54,10 @@ type View struct {
 	// Versions are every table of the view with its state (active,
 	// building, retired, snapshot).
 	Versions []Version `json:"versions"`
+	// Catalog is what the manifests say of the view (description, owner,
+	// tags) with its columns and their types; without manifests
+	// (--keyspace), the columns of the registered definition.
+	Catalog
 }
 
 // Version is one table version of a view.
@@ -98,7 +110,7 @@ active one), rows and versions. --activate TABLE switches its view to it (a roll
 				return target.WriteJSON(opts.Out, list)
 			}
 			tw := tabwriter.NewWriter(opts.Out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "VIEW\tKEYSPACE\tTABLE\tROWS\tVERSIONS")
+			fmt.Fprintln(tw, "VIEW\tKEYSPACE\tTABLE\tROWS\tVERSIONS\tOWNER\tDESCRIPTION")
 			for _, v := range list {
 				versions := ""
 				for i, ver := range v.Versions {
@@ -107,7 +119,7 @@ active one), rows and versions. --activate TABLE switches its view to it (a roll
 					}
 					versions += ver.Table + " (" + ver.State + ")"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", v.View, v.Keyspace, v.Table, v.Rows, versions)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", v.View, v.Keyspace, v.Table, v.Rows, versions, orDash(v.Owner), abbreviate(v.Description, 60))
 			}
 			return tw.Flush()
 		},
@@ -115,7 +127,18 @@ active one), rows and versions. --activate TABLE switches its view to it (a roll
 	opts.Target.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Activate, "activate", "", "make TABLE its view's active table (rollback after a backfill; the table is no longer fed once its functions were retired)")
 	cmd.Flags().StringVar(&opts.Drop, "drop", "", "drop TABLE, a version of a view that readers do not use (a snapshot, a retired version), and forget it")
+	cmd.Flags().StringVar(&opts.Search, "search", "", "list only the views whose name, description, owner, tags or columns hold WORD")
+	cmd.AddCommand(newDescribeCommand())
 	return cmd
+}
+
+// abbreviate cuts s to n runes with an ellipsis.
+func abbreviate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // Activate switches the view that owns opts.Activate to that table in one
@@ -198,20 +221,27 @@ func (o Options) find(ctx context.Context, table string) (*registered, error) {
 }
 
 func (o Options) keyspace() (string, error) {
+	keyspace, _, err := o.keyspaceAndManifests()
+	return keyspace, err
+}
+
+// keyspaceAndManifests returns the keyspace and, unless --keyspace names
+// one without manifests, the manifests.
+func (o Options) keyspaceAndManifests() (string, *manifest.Set, error) {
 	if o.Target.Keyspace != "" {
-		return o.Target.Keyspace, o.Target.CheckKeyspace()
+		return o.Target.Keyspace, nil, o.Target.CheckKeyspace()
 	}
 	set, err := o.Target.Load(o.Dir)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return set.Tenant.Keyspace, nil
+	return set.Tenant.Keyspace, set, nil
 }
 
 // List returns the registered views. A keyspace without a registry is an
 // exitcode.ErrNotFound error.
 func List(ctx context.Context, opts Options) ([]View, error) {
-	keyspace, err := opts.keyspace()
+	keyspace, set, err := opts.keyspaceAndManifests()
 	if err != nil {
 		return nil, err
 	}
@@ -243,6 +273,15 @@ func List(ctx context.Context, opts Options) ([]View, error) {
 				}
 			}
 		}
+		v.Catalog = registeredCatalog(schema)
+		if set != nil {
+			if mv, err := set.ViewByName(e.View); err == nil {
+				v.Catalog = catalogOf(mv)
+			}
+		}
+		if opts.Search != "" && !v.Catalog.matches(v.View, strings.ToLower(opts.Search)) {
+			continue
+		}
 		if e.ActiveTable != "" {
 			schema.Keyspace, schema.Table = keyspace, e.ActiveTable
 			sum, err := viewscan.Scan(ctx, cql, schema)
@@ -254,4 +293,17 @@ func List(ctx context.Context, opts Options) ([]View, error) {
 		list = append(list, v)
 	}
 	return list, nil
+}
+
+// registeredCatalog is the catalog of a registered definition: its
+// columns, without the manifests' texts.
+func registeredCatalog(schema cassandra.ViewSchema) Catalog {
+	c := Catalog{Tags: []string{}, Key: []Column{}, Columns: []Column{}}
+	for _, k := range schema.Key {
+		c.Key = append(c.Key, Column{Name: k.Name, Type: k.Type})
+	}
+	for _, col := range schema.Columns {
+		c.Columns = append(c.Columns, Column{Name: col.Name, Type: col.Type, Merge: string(col.Merge)})
+	}
+	return c
 }

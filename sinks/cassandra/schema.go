@@ -82,6 +82,9 @@ type KeyColumn struct {
 	Name string `json:"name" yaml:"name"`
 	// Type is a CQL type name, e.g. "text".
 	Type string `json:"type" yaml:"type"`
+	// Description says what the column holds, for the view catalog
+	// (foldline views describe); the sink never sees it.
+	Description string `json:"-" yaml:"description"`
 }
 
 // ValueColumn is one value column of a view.
@@ -91,6 +94,9 @@ type ValueColumn struct {
 	Type string `json:"type" yaml:"type"`
 	// Merge is the rule that folds an operation's value into the column.
 	Merge envelope.Merge `json:"merge" yaml:"merge"`
+	// Description says what the column holds, for the view catalog
+	// (foldline views describe); the sink never sees it.
+	Description string `json:"-" yaml:"description"`
 }
 
 // Validate returns every problem of the definition at once.
