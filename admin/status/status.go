@@ -480,11 +480,11 @@ func (r *Report) Write(w io.Writer, now time.Time) {
 		newest, age := "-", "-"
 		if !v.NewestEvent.IsZero() {
 			newest = v.NewestEvent.Format(time.RFC3339)
-			age = humanAge(now.Sub(v.NewestEvent))
+			age = HumanAge(now.Sub(v.NewestEvent))
 		}
 		applied := "never"
 		if !v.LastApplied.IsZero() {
-			applied = humanAge(now.Sub(v.LastApplied)) + " ago"
+			applied = HumanAge(now.Sub(v.LastApplied)) + " ago"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", v.View, table, v.Rows, v.Backlog, newest, age, applied, count(v.Skipped), count(v.Rejected))
 		if v.Error != "" {
@@ -514,7 +514,9 @@ func shortTopic(topic string) string {
 	return strings.TrimPrefix(tn.GetNamespace(), tn.GetTenant()+"/") + "/" + tn.GetLocalName()
 }
 
-func humanAge(d time.Duration) string {
+// HumanAge prints an age the way status does: seconds under an hour,
+// minutes under two days, then days.
+func HumanAge(d time.Duration) string {
 	switch {
 	case d < 0:
 		return "0s"

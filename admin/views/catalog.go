@@ -178,11 +178,11 @@ func (d *Description) Write(w io.Writer, now time.Time) {
 	}
 	fresh := "no event time"
 	if d.AgeSeconds != nil {
-		fresh = fmt.Sprintf("newest event %s (%s old)", d.NewestEvent.Format(time.RFC3339), (time.Duration(*d.AgeSeconds) * time.Second).Round(time.Second))
+		fresh = fmt.Sprintf("newest event %s (%s old)", d.NewestEvent.Format(time.RFC3339), status.HumanAge(time.Duration(*d.AgeSeconds*float64(time.Second))))
 	}
 	applied := "never"
 	if !d.LastApplied.IsZero() {
-		applied = now.Sub(d.LastApplied).Round(time.Second).String() + " ago"
+		applied = status.HumanAge(now.Sub(d.LastApplied)) + " ago"
 	}
 	fmt.Fprintf(w, "rows: %d, backlog: %d, %s, last applied %s\n", d.Rows, d.Backlog, fresh, applied)
 	if d.Error != "" {
