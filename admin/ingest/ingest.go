@@ -31,7 +31,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	"github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
@@ -135,7 +134,7 @@ func Run(ctx context.Context, opts Options) ([]FileResult, error) {
 		return nil, err
 	}
 	clientOpts := opts.Services.PulsarClientOptions()
-	clientOpts.Logger = log.NewLoggerWithLogrus(quietLogger())
+	clientOpts.Logger = services.QuietPulsarLogger()
 	client, err := pulsar.NewClient(clientOpts)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", opts.Services.PulsarURL, err)

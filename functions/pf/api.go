@@ -93,6 +93,9 @@ func Start(handler any) {
 // is wrong then stops where the worker shows it (not running, restarts)
 // instead of running and doing nothing.
 func UserConfig(args []string) (map[string]any, error) {
+	if len(args) > 0 && args[0] == LocalFlag {
+		args = args[1:]
+	}
 	conf, err := parseArgs(args, io.Discard)
 	if err != nil {
 		return nil, err

@@ -82,12 +82,20 @@ func run(ctx context.Context, handler any, args []string) error {
 	if err != nil {
 		return err
 	}
+	local := len(args) > 0 && args[0] == LocalFlag
+	if local {
+		args = args[1:]
+	}
 	conf, err := parseArgs(args, os.Stderr)
 	if err != nil {
 		return err
 	}
 	tuneGC(conf, os.Getenv)
-	return newInstance(conf, h, os.Stderr).run(ctx)
+	inst := newInstance(conf, h, os.Stderr)
+	if local {
+		return inst.runLocal(ctx, os.Stdin, os.Stdout)
+	}
+	return inst.run(ctx)
 }
 
 // instance is one running function instance.

@@ -457,7 +457,7 @@ func (a *Applier) loadRow(ctx context.Context, g *rowGroup) (*rowState, error) {
 }
 
 func (a *Applier) readRow(ctx context.Context, key []any) (*rowState, error) {
-	dests := a.rowDests()
+	dests := a.view.rowDests()
 	err := a.session.Query(a.selectCQL, a.bindKey(key)...).WithContext(ctx).
 		Consistency(a.settings.consistency()).Idempotent(true).Scan(dests...)
 	if errors.Is(err, gocql.ErrNotFound) {
@@ -466,14 +466,14 @@ func (a *Applier) readRow(ctx context.Context, key []any) (*rowState, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.scanned(dests)
+	return a.view.scanned(dests)
 }
 
 // rowDests are the scan destinations of a row read: the value columns, then
 // the deleted flag, the latest-at map and the applied map.
-func (a *Applier) rowDests() []any {
-	dests := make([]any, 0, len(a.view.colTypes)+3)
-	for _, t := range a.view.colTypes {
+func (v *compiledView) rowDests() []any {
+	dests := make([]any, 0, len(v.colTypes)+3)
+	for _, t := range v.colTypes {
 		dests = append(dests, t.scanDest())
 	}
 	var deleted *bool
@@ -483,10 +483,10 @@ func (a *Applier) rowDests() []any {
 }
 
 // scanned turns filled rowDests into a row state.
-func (a *Applier) scanned(dests []any) (*rowState, error) {
-	n := len(a.view.colTypes)
+func (v *compiledView) scanned(dests []any) (*rowState, error) {
+	n := len(v.colTypes)
 	state := newRowState(n)
-	for i, t := range a.view.colTypes {
+	for i, t := range v.colTypes {
 		state.values[i] = t.fromScan(dests[i])
 	}
 	deleted := *(dests[n].(**bool))

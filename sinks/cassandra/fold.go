@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strconv"
 	"strings"
 	"time"
 
@@ -89,7 +88,6 @@ func (v *compiledView) bind(index int, op Op) (boundOp, error) {
 	if len(vo.Key) != len(v.schema.Key) {
 		return boundOp{}, fmt.Errorf("%w: got %d key columns, the view has %d (%s)", ErrBadKey, len(vo.Key), len(v.schema.Key), v.keyNames())
 	}
-	var rowKey strings.Builder
 	for i, k := range v.schema.Key {
 		raw, ok := vo.Key[k.Name]
 		if !ok {
@@ -106,10 +104,8 @@ func (v *compiledView) bind(index int, op Op) (boundOp, error) {
 			return boundOp{}, err
 		}
 		b.key = append(b.key, val)
-		rowKey.WriteString(strconv.Quote(fmt.Sprint(val)))
-		rowKey.WriteByte(',')
 	}
-	b.rowKey = rowKey.String()
+	b.rowKey = keyString(b.key)
 	for _, c := range vo.Columns {
 		i, ok := v.colIndex[c.Column]
 		if !ok {

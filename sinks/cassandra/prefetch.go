@@ -46,11 +46,11 @@ func (a *Applier) prefetchRows(ctx context.Context, chunk []*rowGroup) {
 	found := make(map[string]*rowState, len(chunk))
 	for {
 		keyDest := keyType.scanDest()
-		dests := append([]any{keyDest}, a.rowDests()...)
+		dests := append([]any{keyDest}, a.view.rowDests()...)
 		if !iter.Scan(dests...) {
 			break
 		}
-		state, err := a.scanned(dests[1:])
+		state, err := a.view.scanned(dests[1:])
 		if err != nil {
 			_ = iter.Close()
 			return

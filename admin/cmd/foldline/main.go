@@ -25,6 +25,7 @@ import (
 	"github.com/foldline/foldline/admin/lint"
 	"github.com/foldline/foldline/admin/status"
 	"github.com/foldline/foldline/admin/ui"
+	"github.com/foldline/foldline/admin/verify"
 	"github.com/foldline/foldline/admin/views"
 	"github.com/foldline/foldline/internal/services"
 )
@@ -82,6 +83,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(backfill.NewCommand())
 	root.AddCommand(config.NewCommand())
 	root.AddCommand(ui.NewCommand())
+	root.AddCommand(verify.NewCommand())
 	return root
 }
 

@@ -1,0 +1,310 @@
+// Package localrun runs a view's path of the manifests' DAG on this
+// machine, without deploying anything: every function binary, built as
+// deploy builds it, runs as a local instance (pf's -local mode) in a child
+// process; ledger events go into the stages that read the ledger, each
+// output to the stages that read its topic, and the view operations that
+// reach the view's sink input come out with their origin, in ledger order,
+// for the caller to fold (cassandra.MemTable: the sink's own fold). The
+// transformation code, the origin positions and the dead letters are the
+// deployed ones; only the topics in between are gone. foldline verify and
+// foldline training-set are built on it.
+package localrun
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os/exec"
+	"slices"
+	"sync"
+
+	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/pf"
+	"github.com/foldline/foldline/functions/pf/localwire"
+	"github.com/foldline/foldline/sinks/cassandra"
+)
+
+// Message is one message between stages, or a ledger event.
+type Message = localwire.Input
+
+// Pipeline is a view's path running locally.
+type Pipeline struct {
+	view   *manifest.View
+	stages []*stage
+	// sinkInput is the topic the view's sink reads.
+	sinkInput string
+	// DeadLetters counts the inputs each stage sent to its dead-letter
+	// topic, by stage name.
+	DeadLetters map[string]int64
+	// LastDeadLetter is one dead letter's reason, for reports.
+	LastDeadLetter string
+}
+
+// stage is one function running as a child process.
+type stage struct {
+	st     *manifest.Stage
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	w      *localwire.Writer
+	r      *localwire.Reader
+	stderr *tailBuffer
+	seq    uint64
+}
+
+// Start builds the binaries of view's path and starts its functions (not
+// its sink). epochs gives the ledger topics' epochs, as deploy gives them.
+func Start(ctx context.Context, graph *manifest.Graph, view string, builder *gobuild.Builder, epochs map[string]string) (*Pipeline, error) {
+	path := graph.PathTo(view)
+	if len(path) == 0 {
+		return nil, fmt.Errorf("running view %s locally: the manifests have no such view", view)
+	}
+	p := &Pipeline{DeadLetters: map[string]int64{}}
+	for _, st := range path {
+		if st.View != nil {
+			p.view, p.sinkInput = st.View, st.View.Sink.Input
+			continue
+		}
+		s, err := startStage(ctx, st, builder, epochs)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		p.stages = append(p.stages, s)
+	}
+	return p, nil
+}
+
+// View is the view whose path runs.
+func (p *Pipeline) View() *manifest.View { return p.view }
+
+func startStage(ctx context.Context, st *manifest.Stage, builder *gobuild.Builder, epochs map[string]string) (*stage, error) {
+	bin, err := builder.Build(ctx, st.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("building function %s: %w", st.Name, err)
+	}
+	conf, err := instanceConf(st, epochs)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, bin.Path, pf.LocalFlag, "-instance-conf", conf)
+	s := &stage{st: st, cmd: cmd, stderr: &tailBuffer{max: 16 << 10}}
+	cmd.Stderr = s.stderr
+	if s.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, fmt.Errorf("starting function %s locally: %w", st.Name, err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting function %s locally: %w", st.Name, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting function %s locally: %w", st.Name, err)
+	}
+	s.w, s.r = localwire.NewWriter(s.stdin), localwire.NewReader(stdout)
+	return s, nil
+}
+
+// instanceConf is the instance config the worker would give st: its
+// function details, with the user config deploy gives it.
+func instanceConf(st *manifest.Stage, epochs map[string]string) (string, error) {
+	c := st.Function.Config
+	uc := maps.Clone(c.UserConfig)
+	if uc == nil {
+		uc = map[string]any{}
+	}
+	ledger := map[string]any{}
+	inputs := map[string]any{}
+	for _, in := range st.Inputs {
+		inputs[in] = map[string]any{}
+		if e, ok := epochs[in]; ok {
+			ledger[in] = e
+		}
+	}
+	if len(ledger) > 0 {
+		uc[pf.UserConfigLedgerEpochs] = ledger
+	}
+	ucJSON, err := json.Marshal(uc)
+	if err != nil {
+		return "", fmt.Errorf("encoding the user config of %s: %w", st.Name, err)
+	}
+	details, err := json.Marshal(map[string]any{
+		"tenant": st.Tenant, "namespace": st.Namespace, "name": st.Name,
+		"userConfig": string(ucJSON),
+		"source":     map[string]any{"inputSpecs": inputs},
+		"sink":       map[string]any{"topic": st.Output},
+	})
+	if err != nil {
+		return "", fmt.Errorf("encoding the function details of %s: %w", st.Name, err)
+	}
+	conf, err := json.Marshal(map[string]any{"pulsarServiceURL": "pulsar://local.invalid:6650", "functionDetails": string(details)})
+	if err != nil {
+		return "", fmt.Errorf("encoding the instance config of %s: %w", st.Name, err)
+	}
+	return string(conf), nil
+}
+
+// Feed runs a batch of ledger events (in ledger order) through the path and
+// calls op for every view operation, in ledger order, with its origin.
+func (p *Pipeline) Feed(events []Message, op func(cassandra.Op) error) error {
+	pending := map[string][]Message{}
+	for _, e := range events {
+		pending[e.Topic] = append(pending[e.Topic], e)
+	}
+	for _, s := range p.stages {
+		var in []Message
+		for _, topic := range s.st.Inputs {
+			in = append(in, pending[topic]...)
+		}
+		if len(s.st.Inputs) > 1 {
+			sortByOrigin(in)
+		}
+		outs, err := s.run(in)
+		if err != nil {
+			return err
+		}
+		for _, o := range outs {
+			if o.Topic == s.st.DeadLetterTopic() {
+				p.DeadLetters[s.st.Name]++
+				p.LastDeadLetter = o.Properties[envelope.PropDeadLetterReason]
+				continue
+			}
+			pending[o.Topic] = append(pending[o.Topic], Message{Topic: o.Topic, Ledger: -1, Entry: -1, Batch: -1,
+				Key: o.Key, Payload: o.Payload, Properties: o.Properties, EventTime: o.EventTime})
+		}
+	}
+	for _, m := range pending[p.sinkInput] {
+		vo, err := envelope.DecodeViewOp(m.Payload)
+		if err != nil {
+			return fmt.Errorf("a view operation on %s: %w", p.sinkInput, err)
+		}
+		origin, err := envelope.OriginFromProperties(m.Properties)
+		if err != nil {
+			return fmt.Errorf("the origin of a view operation on %s: %w", p.sinkInput, err)
+		}
+		if err := op(cassandra.Op{View: vo, Origin: origin}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sortByOrigin orders the inputs of a stage that reads several topics by
+// their origin positions, as they left the ledger.
+func sortByOrigin(in []Message) {
+	origin := func(m Message) envelope.Origin {
+		o, err := envelope.OriginFromProperties(m.Properties)
+		if err != nil {
+			return envelope.Origin{Topic: m.Topic, Position: envelope.Position{Ledger: m.Ledger, Entry: m.Entry, Batch: int32(m.Batch)}}
+		}
+		return o
+	}
+	slices.SortStableFunc(in, func(a, b Message) int {
+		oa, ob := origin(a), origin(b)
+		if c := cmp.Compare(oa.Topic, ob.Topic); c != 0 {
+			return c
+		}
+		return oa.Position.Compare(ob.Position)
+	})
+}
+
+// run sends the stage its inputs and returns their outputs in input order.
+func (s *stage) run(in []Message) ([]*localwire.Output, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	first := s.seq + 1
+	var wg sync.WaitGroup
+	var writeErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range in {
+			m := in[i]
+			s.seq++
+			m.Seq = s.seq
+			if writeErr = s.w.Input(&m); writeErr != nil {
+				return
+			}
+		}
+		writeErr = s.w.Flush()
+	}()
+	byInput := make([][]*localwire.Output, len(in))
+	for done := 0; done < len(in); {
+		kind, err := s.r.Next()
+		if err != nil {
+			wg.Wait()
+			return nil, s.failed(errors.Join(err, writeErr))
+		}
+		switch kind {
+		case localwire.KindOutput:
+			o, err := s.r.Output()
+			if err != nil {
+				return nil, s.failed(err)
+			}
+			i := int(o.Seq - first)
+			if i < 0 || i >= len(in) {
+				return nil, s.failed(fmt.Errorf("an output of input %d, not one of %d..%d", o.Seq, first, first+uint64(len(in))-1))
+			}
+			byInput[i] = append(byInput[i], o)
+		case localwire.KindDone:
+			if _, err := s.r.Done(); err != nil {
+				return nil, s.failed(err)
+			}
+			done++
+		default:
+			return nil, s.failed(fmt.Errorf("%w: kind %q from the function", localwire.ErrFrame, kind))
+		}
+	}
+	wg.Wait()
+	if writeErr != nil {
+		return nil, s.failed(writeErr)
+	}
+	return slices.Concat(byInput...), nil
+}
+
+// failed wraps err with the function's name and its last log lines.
+func (s *stage) failed(err error) error {
+	return fmt.Errorf("running function %s locally: %w\n%s", s.st.Name, err, s.stderr.String())
+}
+
+// Close ends the functions and waits for them.
+func (p *Pipeline) Close() error {
+	var errs []error
+	for _, s := range p.stages {
+		s.stdin.Close()
+		if err := s.cmd.Wait(); err != nil {
+			errs = append(errs, s.failed(err))
+		}
+	}
+	p.stages = nil
+	return errors.Join(errs...)
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (t *tailBuffer) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf.Write(b)
+	if over := t.buf.Len() - t.max; over > 0 {
+		t.buf.Next(over)
+	}
+	return len(b), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.String()
+}

@@ -1,0 +1,413 @@
+// Package verify is `foldline verify VIEW`: it folds the whole ledger
+// through the view's path on this machine (the deployed function binaries
+// run locally, package localrun, and the sink's own fold, a
+// cassandra.MemTable, folds their operations), then compares every row with
+// the live table. A row the live sink has taken further or not as far (its
+// applied positions differ from the fold's) is counted as in flight, not
+// as a difference: the pipeline keeps running while verify reads. With
+// --every it runs again and again and exports the result as metrics.
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/gocql/gocql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/foldline/foldline/admin/internal/cqlx"
+	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/internal/ledgerepoch"
+	"github.com/foldline/foldline/admin/internal/localrun"
+	"github.com/foldline/foldline/admin/internal/pulsarx"
+	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/internal/target"
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/services"
+	"github.com/foldline/foldline/sinks/cassandra"
+)
+
+// Options are verify's settings.
+type Options struct {
+	target.Command
+	// View is the view to verify.
+	View string
+	// Sample, when above 0, compares only that many rows of the fold, read
+	// one by one (rows only the live table has are then not looked for).
+	Sample int
+	// Examples bounds the examples of each kind of difference. Default 5.
+	Examples int
+	// CacheDir receives the built binaries. Default gobuild's.
+	CacheDir string
+}
+
+// Result is one verification.
+type Result struct {
+	View  string `json:"view"`
+	Table string `json:"table"`
+	// Events is how many ledger events were folded.
+	Events int64 `json:"events"`
+	// Compared rows had the same applied positions in the fold and the
+	// table; Consistent of them hold the same values.
+	Compared   int `json:"compared"`
+	Consistent int `json:"consistent"`
+	// Missing rows are in the fold and not in the table, Extra rows the
+	// other way round, Different ones in both with other values.
+	Missing   int `json:"missing"`
+	Extra     int `json:"extra"`
+	Different int `json:"different"`
+	// InFlight rows have other applied positions in the table: the live
+	// pipeline is behind or ahead of the ledger as verify read it.
+	InFlight int `json:"inFlight"`
+	// ConsistencyPercent is 100 × Consistent / (Compared + Missing + Extra).
+	ConsistencyPercent float64   `json:"consistencyPercent"`
+	Examples           []Example `json:"examples"`
+	// DeadLetters counts the inputs the path's functions dead-lettered.
+	DeadLetters map[string]int64 `json:"deadLetters"`
+	Seconds     float64          `json:"seconds"`
+}
+
+// Example is one row that differs.
+type Example struct {
+	Kind  string         `json:"kind"`
+	Key   string         `json:"key"`
+	Fold  map[string]any `json:"fold,omitempty"`
+	Table map[string]any `json:"table,omitempty"`
+}
+
+// ErrInconsistent is returned (with the result) when a row differs.
+var ErrInconsistent = errors.New("the view differs from the fold of the ledger")
+
+// NewCommand returns `foldline verify`.
+func NewCommand() *cobra.Command {
+	var opts Options
+	var every time.Duration
+	var metricsAddr string
+	cmd := &cobra.Command{
+		Use:   "verify VIEW [DIR]",
+		Short: "Fold the ledger through a view's path here and compare it with the live table",
+		Long: `Fold every event of the ledger through the path of VIEW (the manifests in DIR,
+default manifests/) on this machine — the same function binaries as deployed, run
+locally, and the sink's own fold — and compare each row with the view's active
+table: consistency %, rows missing, extra or different (with examples), and rows in
+flight (the live sink is behind or ahead of the ledger as verify read it). Exit code
+1 when a row differs. --sample N compares N rows of the fold only. --every D runs
+again every D and serves the results as Prometheus metrics on --metrics-listen.`,
+		Example: "  foldline verify user_activity\n  foldline verify product_sales --sample 1000 -o json\n  foldline verify user_activity --every 1h --metrics-listen 127.0.0.1:9464",
+		Args:    cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := opts.Bind(cmd, args[1:])
+			if err != nil {
+				return err
+			}
+			opts.View = args[0]
+			if every <= 0 {
+				res, err := Run(cmd.Context(), opts)
+				if res != nil {
+					if werr := write(opts.Out, res, asJSON); werr != nil {
+						return werr
+					}
+				}
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return Schedule(ctx, opts, every, metricsAddr, func(res *Result, err error) {
+				if res != nil {
+					_ = write(opts.Out, res, asJSON)
+				}
+				if err != nil {
+					fmt.Fprintln(opts.ErrOut, "verify:", err)
+				}
+			})
+		},
+	}
+	opts.Target.Register(cmd.Flags())
+	cmd.Flags().IntVar(&opts.Sample, "sample", 0, "compare only N rows of the fold (0: every row)")
+	cmd.Flags().IntVar(&opts.Examples, "examples", 5, "examples of each kind of difference to show")
+	cmd.Flags().DurationVar(&every, "every", 0, "verify again every D until interrupted (0: once)")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-listen", "", "with --every: serve the results as Prometheus metrics on this address")
+	return cmd
+}
+
+func write(w io.Writer, res *Result, asJSON bool) error {
+	if asJSON {
+		return target.WriteJSON(w, res)
+	}
+	res.Write(w)
+	return nil
+}
+
+// Write prints the result readably.
+func (r *Result) Write(w io.Writer) {
+	fmt.Fprintf(w, "view %s (table %s): %d ledger events folded in %.1f s\n", r.View, r.Table, r.Events, r.Seconds)
+	fmt.Fprintf(w, "consistency %.2f%%: %d rows compared, %d consistent, %d different, %d missing, %d extra; %d in flight\n",
+		r.ConsistencyPercent, r.Compared, r.Consistent, r.Different, r.Missing, r.Extra, r.InFlight)
+	for _, e := range r.Examples {
+		fmt.Fprintf(w, "  %s %s: fold %v, table %v\n", e.Kind, e.Key, e.Fold, e.Table)
+	}
+	for _, stage := range slices.Sorted(maps.Keys(r.DeadLetters)) {
+		fmt.Fprintf(w, "  %s dead-lettered %d events (as it does live)\n", stage, r.DeadLetters[stage])
+	}
+}
+
+// Run verifies once. A difference returns the result and ErrInconsistent.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	start := time.Now()
+	set, graph, err := opts.Target.LoadGraph(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	v, err := set.ViewByName(opts.View)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, exitcode.ErrNotFound)
+	}
+	clients, err := pulsarx.ConnectTenant(ctx, opts.Services, set.Tenant.Name)
+	if err != nil {
+		return nil, err
+	}
+	cql, err := cqlx.Connect(opts.Services)
+	if err != nil {
+		return nil, err
+	}
+	defer cql.Close()
+	entry, err := registry.Get(ctx, cql, v.Keyspace, v.Name)
+	if err != nil {
+		return nil, err
+	}
+	if entry.ActiveTable == "" {
+		return nil, fmt.Errorf("view %s has no active table yet (deploy it, or wait for its backfill): %w", v.Name, exitcode.ErrNotFound)
+	}
+	schema := v.Schema()
+	schema.Table = entry.ActiveTable
+	fold, events, deadLetters, err := FoldLedger(ctx, opts, set, graph, v, schema, clients)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{View: v.Name, Table: v.Keyspace + "." + entry.ActiveTable, Events: events, DeadLetters: deadLetters, Examples: []Example{}}
+	if err := compare(ctx, cql, schema, fold, opts, res); err != nil {
+		return nil, err
+	}
+	if total := res.Compared + res.Missing + res.Extra; total > 0 {
+		res.ConsistencyPercent = 100 * float64(res.Consistent) / float64(total)
+	} else {
+		res.ConsistencyPercent = 100
+	}
+	res.Seconds = time.Since(start).Seconds()
+	if res.Different+res.Missing+res.Extra > 0 {
+		return res, fmt.Errorf("view %s: %d different, %d missing, %d extra rows: %w", v.Name, res.Different, res.Missing, res.Extra, ErrInconsistent)
+	}
+	return res, nil
+}
+
+// FoldLedger runs v's path over every ledger event there is now and folds
+// its operations with the sink's fold.
+func FoldLedger(ctx context.Context, opts Options, set *manifest.Set, graph *manifest.Graph, v *manifest.View, schema cassandra.ViewSchema,
+	clients *pulsarx.Clients) (*cassandra.MemTable, int64, map[string]int64, error) {
+	fold, err := cassandra.NewMemTable(schema)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	var events int64
+	deadLetters, err := Path(ctx, opts.Command, opts.CacheDir, set, graph, v.Name, clients, func(batch []localrun.Message) {
+		events += int64(len(batch))
+	}, func(op cassandra.Op) error {
+		// Every error of the fold is one the sink dead-letters live too
+		// (counted in fold.Totals.Rejected).
+		_, _ = fold.Apply(op)
+		return nil
+	})
+	return fold, events, deadLetters, err
+}
+
+// Path runs view's path locally over the ledger as it is now: batch sees
+// each batch of ledger events, op each view operation in ledger order. It
+// returns the dead letters of each function.
+func Path(ctx context.Context, cmd target.Command, cacheDir string, set *manifest.Set, graph *manifest.Graph, view string, clients *pulsarx.Clients,
+	batch func([]localrun.Message), op func(cassandra.Op) error) (map[string]int64, error) {
+	var ledgers []string
+	epochs := map[string]string{}
+	for _, t := range set.Tenant.Ledger {
+		tn, err := utils.GetTopicName(t.Name)
+		if err != nil {
+			return nil, fmt.Errorf("naming topic %s: %w", t.Name, err)
+		}
+		if epoch, ok, err := ledgerepoch.Read(ctx, clients.Admin.Topics(), *tn); err != nil {
+			return nil, err
+		} else if ok {
+			epochs[t.Name] = epoch
+		}
+		ledgers = append(ledgers, t.Name)
+	}
+	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(cmd.Dir, "."), CacheDir: cacheDir, Platform: gobuild.Platform{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
+	p, err := localrun.Start(ctx, graph, view, builder, epochs)
+	if err != nil {
+		return nil, err
+	}
+	clientOpts := cmd.Services.PulsarClientOptions()
+	clientOpts.Logger = services.QuietPulsarLogger()
+	client, err := pulsar.NewClient(clientOpts)
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("connecting to Pulsar: %w", err)
+	}
+	defer client.Close()
+	for events, err := range localrun.ReadLedger(ctx, client, ledgers, 2000) {
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		batch(events)
+		if err := p.Feed(events, op); err != nil {
+			p.Close()
+			return nil, err
+		}
+	}
+	if err := p.Close(); err != nil {
+		return nil, err
+	}
+	return p.DeadLetters, nil
+}
+
+// compare compares the fold with the live table into res.
+func compare(ctx context.Context, cql *gocql.Session, schema cassandra.ViewSchema, fold *cassandra.MemTable, opts Options, res *Result) error {
+	examples := cmpOr(opts.Examples, 5)
+	shown := map[string]int{}
+	example := func(kind string, key []any, f, t *cassandra.MemRow) {
+		if shown[kind] >= examples {
+			return
+		}
+		shown[kind]++
+		e := Example{Kind: kind, Key: keyText(key)}
+		if f != nil {
+			e.Fold = f.Values
+		}
+		if t != nil {
+			e.Table = t.Values
+		}
+		res.Examples = append(res.Examples, e)
+	}
+	check := func(f, t *cassandra.MemRow) {
+		inFold, inTable := f != nil && !f.Deleted, t != nil && !t.Deleted
+		switch {
+		case f != nil && t != nil && !maps.Equal(f.Applied, t.Applied):
+			res.InFlight++
+		case inFold && !inTable:
+			res.Missing++
+			example("missing", f.Key, f, nil)
+		case inTable && !inFold:
+			res.Extra++
+			example("extra", t.Key, nil, t)
+		case inFold:
+			res.Compared++
+			if cassandra.SameValues(*f, *t) {
+				res.Consistent++
+			} else {
+				res.Different++
+				example("different", f.Key, f, t)
+			}
+		}
+	}
+	if opts.Sample > 0 {
+		rows := slices.Collect(fold.Rows())
+		rand.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+		for _, f := range rows[:min(opts.Sample, len(rows))] {
+			t, found, err := cassandra.ReadRow(ctx, cql, schema, f.Key, gocql.LocalQuorum)
+			if err != nil {
+				return err
+			}
+			if !found {
+				check(&f, nil)
+				continue
+			}
+			check(&f, &t)
+		}
+		return nil
+	}
+	seen := map[string]bool{}
+	for t, err := range cassandra.ScanTable(ctx, cql, schema, gocql.LocalQuorum) {
+		if err != nil {
+			return err
+		}
+		seen[keyText(t.Key)] = true
+		if f, ok := fold.Row(t.Key); ok {
+			check(&f, &t)
+		} else {
+			check(nil, &t)
+		}
+	}
+	for f := range fold.Rows() {
+		if !seen[keyText(f.Key)] {
+			check(&f, nil)
+		}
+	}
+	return nil
+}
+
+func cmpOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// Schedule verifies every interval until ctx ends, reporting each result,
+// and serves the latest as Prometheus metrics on addr (when set).
+func Schedule(ctx context.Context, opts Options, every time.Duration, addr string, report func(*Result, error)) error {
+	reg := prometheus.NewRegistry()
+	labels := prometheus.Labels{"view": opts.View}
+	consistency := prometheus.NewGauge(prometheus.GaugeOpts{Name: "foldline_verify_consistency_percent", Help: "The share of compared rows that equal the fold of the ledger.", ConstLabels: labels})
+	rows := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "foldline_verify_rows", Help: "Rows of the last verification, by outcome.", ConstLabels: labels}, []string{"outcome"})
+	last := prometheus.NewGauge(prometheus.GaugeOpts{Name: "foldline_verify_last_run_timestamp_seconds", Help: "When the last verification ended.", ConstLabels: labels})
+	failures := prometheus.NewCounter(prometheus.CounterOpts{Name: "foldline_verify_errors_total", Help: "Verifications that could not run.", ConstLabels: labels})
+	reg.MustRegister(consistency, rows, last, failures)
+	if addr != "" {
+		srv := &http.Server{Addr: addr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.ListenAndServe() }()
+		defer srv.Close()
+	}
+	for {
+		res, err := Run(ctx, opts)
+		if res != nil {
+			consistency.Set(res.ConsistencyPercent)
+			for outcome, n := range map[string]int{"consistent": res.Consistent, "different": res.Different, "missing": res.Missing, "extra": res.Extra, "in_flight": res.InFlight} {
+				rows.WithLabelValues(outcome).Set(float64(n))
+			}
+			last.SetToCurrentTime()
+		} else if err != nil {
+			failures.Inc()
+		}
+		report(res, err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+	}
+}
+
+// keyText prints a key for examples.
+func keyText(key []any) string {
+	parts := make([]string, len(key))
+	for i, k := range key {
+		parts[i] = fmt.Sprint(k)
+	}
+	return strings.Join(parts, ",")
+}

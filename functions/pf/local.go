@@ -1,0 +1,145 @@
+package pf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/foldline/foldline/functions/pf/localwire"
+)
+
+// LocalFlag runs the binary locally: with -local given before
+// -instance-conf, the instance connects to no broker and reads its inputs
+// from standard input and writes its outputs to standard output as
+// localwire frames, each input's outputs followed by its Done frame. The
+// handler, the origin positions, the dead letters and every output
+// property are the ones a deployed instance makes: Foldline's in-process
+// folds (verify, training sets) run the deployed binaries this way.
+// Handlers are called without retries: a transformation is pure, so a
+// retry gives the same error, and the input goes to the dead-letter topic
+// at once.
+const LocalFlag = "-local"
+
+// runLocal runs the instance on in and out until in ends.
+func (inst *instance) runLocal(ctx context.Context, in io.Reader, out io.Writer) error {
+	// Every input is answered (Done) once its outputs are written, whatever
+	// the deployed function's acknowledgement settings.
+	inst.conf.MaxRetries, inst.conf.AutoAck, inst.conf.Guarantee = 0, true, atLeastOnce
+	w := &localSink{w: localwire.NewWriter(out)}
+	inst.sess = newSession(w)
+	inst.pending = func() int { return 0 }
+	r := localwire.NewReader(in)
+	for {
+		kind, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			inst.inFlight.Wait()
+			return w.flush()
+		}
+		if err != nil {
+			return fmt.Errorf("reading local input: %w", err)
+		}
+		if kind != localwire.KindInput {
+			return fmt.Errorf("reading local input: %w: frame kind %q", localwire.ErrFrame, kind)
+		}
+		frame, err := r.Input()
+		if err != nil {
+			return fmt.Errorf("reading local input: %w", err)
+		}
+		w.setSeq(frame.Seq)
+		if err := inst.process(ctx, newLocalMessage(frame), w); err != nil {
+			return err
+		}
+		if err := inst.sess.err(); err != nil {
+			return err // a local write failed: the driver is gone
+		}
+		if r.Buffered() == 0 {
+			// Nothing more at hand: let the driver see what is done.
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// localSink writes an input's outputs and its Done frame. It is the
+// instance's sender (every send confirmed at once) and acker.
+type localSink struct {
+	mu  sync.Mutex
+	w   *localwire.Writer
+	seq uint64
+}
+
+func (s *localSink) setSeq(seq uint64) {
+	s.mu.Lock()
+	s.seq = seq
+	s.mu.Unlock()
+}
+
+func (s *localSink) flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Flush()
+}
+
+func (s *localSink) sendAsync(_ context.Context, topic string, msg *pulsar.ProducerMessage, done sendDone) error {
+	s.mu.Lock()
+	err := s.w.Output(&localwire.Output{Seq: s.seq, Topic: topic, Key: msg.Key, Payload: msg.Payload, Properties: msg.Properties, EventTime: msg.EventTime})
+	s.mu.Unlock()
+	done(nil, msg, err)
+	return nil
+}
+
+// Ack writes the input's Done frame.
+func (s *localSink) Ack(msg pulsar.Message) error {
+	m, ok := msg.(*localMessage)
+	if !ok {
+		return fmt.Errorf("acknowledging %T locally", msg)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Done(m.seq)
+}
+
+// Nack is never called: a failed local write ends the run.
+func (s *localSink) Nack(pulsar.Message) {}
+
+// localMessage is an input frame as the pulsar.Message the runtime handles.
+type localMessage struct {
+	seq                    uint64
+	topic, key             string
+	payload                []byte
+	props                  map[string]string
+	id                     pulsar.MessageID
+	eventTime, publishTime time.Time
+}
+
+func newLocalMessage(f *localwire.Input) *localMessage {
+	return &localMessage{
+		seq: f.Seq, topic: f.Topic, key: f.Key, payload: f.Payload, props: f.Properties,
+		id:        pulsar.NewMessageID(f.Ledger, f.Entry, int32(f.Batch), -1),
+		eventTime: f.EventTime, publishTime: f.PublishTime,
+	}
+}
+
+func (m *localMessage) Topic() string                                   { return m.topic }
+func (m *localMessage) ProducerName() string                            { return "local" }
+func (m *localMessage) Properties() map[string]string                   { return m.props }
+func (m *localMessage) Payload() []byte                                 { return m.payload }
+func (m *localMessage) ID() pulsar.MessageID                            { return m.id }
+func (m *localMessage) PublishTime() time.Time                          { return m.publishTime }
+func (m *localMessage) EventTime() time.Time                            { return m.eventTime }
+func (m *localMessage) Key() string                                     { return m.key }
+func (m *localMessage) OrderingKey() string                             { return "" }
+func (m *localMessage) RedeliveryCount() uint32                         { return 0 }
+func (m *localMessage) IsReplicated() bool                              { return false }
+func (m *localMessage) GetReplicatedFrom() string                       { return "" }
+func (m *localMessage) GetSchemaValue(any) error                        { return errors.New("local messages have no schema") }
+func (m *localMessage) SchemaVersion() []byte                           { return nil }
+func (m *localMessage) GetEncryptionContext() *pulsar.EncryptionContext { return nil }
+func (m *localMessage) Index() *uint64                                  { return nil }
+func (m *localMessage) BrokerPublishTime() *time.Time                   { return nil }

@@ -1,0 +1,264 @@
+// Package localwire is the framing between a function binary run locally
+// (pf's -local mode: no broker, no worker) and the program that drives it:
+// the driver writes Input frames to the binary's standard input, the
+// binary answers on its standard output with the Output frames of each
+// input followed by a Done frame for it, in input order. Foldline's
+// in-process folds (verify, training sets) run a view's whole path this way
+// with the very binaries a deployment runs.
+//
+// A frame is a kind byte and a uvarint length, then its fields: uvarints
+// and length-prefixed byte strings.
+package localwire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Frame kinds.
+const (
+	KindInput  = 'I'
+	KindOutput = 'O'
+	KindDone   = 'D'
+)
+
+// MaxFrameBytes bounds one frame (a message the broker would take, with
+// room for its properties).
+const MaxFrameBytes = 64 << 20
+
+// ErrFrame is wrapped by errors about a malformed frame.
+var ErrFrame = errors.New("malformed local frame")
+
+// Input is one message handed to the function.
+type Input struct {
+	Seq uint64
+	// Topic and the position are the message's own (a ledger event's
+	// origin); Properties carry a derived message's origin.
+	Topic                string
+	Ledger, Entry, Batch int64
+	Key                  string
+	Payload              []byte
+	Properties           map[string]string
+	EventTime            time.Time
+	PublishTime          time.Time
+}
+
+// Output is one message the function sent for input Seq.
+type Output struct {
+	Seq        uint64
+	Topic      string
+	Key        string
+	Payload    []byte
+	Properties map[string]string
+	EventTime  time.Time
+}
+
+// Writer writes frames; Flush sends them.
+type Writer struct {
+	w   *bufio.Writer
+	buf []byte
+}
+
+// NewWriter returns a Writer on w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: bufio.NewWriterSize(w, 1<<16)} }
+
+// Flush writes the buffered frames.
+func (w *Writer) Flush() error { return w.w.Flush() }
+
+func (w *Writer) frame(kind byte) error {
+	if len(w.buf) > MaxFrameBytes {
+		return fmt.Errorf("%w: %d bytes", ErrFrame, len(w.buf))
+	}
+	var head [1 + binary.MaxVarintLen64]byte
+	head[0] = kind
+	n := binary.PutUvarint(head[1:], uint64(len(w.buf)))
+	if _, err := w.w.Write(head[:1+n]); err != nil {
+		return err
+	}
+	_, err := w.w.Write(w.buf)
+	return err
+}
+
+func (w *Writer) uvarint(v uint64) { w.buf = binary.AppendUvarint(w.buf, v) }
+func (w *Writer) varint(v int64)   { w.buf = binary.AppendVarint(w.buf, v) }
+func (w *Writer) bytes(b []byte)   { w.uvarint(uint64(len(b))); w.buf = append(w.buf, b...) }
+func (w *Writer) str(s string)     { w.uvarint(uint64(len(s))); w.buf = append(w.buf, s...) }
+func (w *Writer) time(t time.Time) {
+	if t.IsZero() {
+		w.varint(0)
+		return
+	}
+	w.varint(t.UnixNano())
+}
+func (w *Writer) props(p map[string]string) {
+	w.uvarint(uint64(len(p)))
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		w.str(k)
+		w.str(p[k])
+	}
+}
+
+// Input writes an Input frame.
+func (w *Writer) Input(in *Input) error {
+	w.buf = w.buf[:0]
+	w.uvarint(in.Seq)
+	w.str(in.Topic)
+	w.varint(in.Ledger)
+	w.varint(in.Entry)
+	w.varint(in.Batch)
+	w.str(in.Key)
+	w.bytes(in.Payload)
+	w.props(in.Properties)
+	w.time(in.EventTime)
+	w.time(in.PublishTime)
+	return w.frame(KindInput)
+}
+
+// Output writes an Output frame.
+func (w *Writer) Output(out *Output) error {
+	w.buf = w.buf[:0]
+	w.uvarint(out.Seq)
+	w.str(out.Topic)
+	w.str(out.Key)
+	w.bytes(out.Payload)
+	w.props(out.Properties)
+	w.time(out.EventTime)
+	return w.frame(KindOutput)
+}
+
+// Done writes the Done frame of input seq.
+func (w *Writer) Done(seq uint64) error {
+	w.buf = w.buf[:0]
+	w.uvarint(seq)
+	return w.frame(KindDone)
+}
+
+// Reader reads frames.
+type Reader struct {
+	r   *bufio.Reader
+	buf []byte
+	pos int
+	err error
+}
+
+// NewReader returns a Reader on r.
+func NewReader(r io.Reader) *Reader { return &Reader{r: bufio.NewReaderSize(r, 1<<16)} }
+
+// Buffered is how many bytes have been read ahead and not yet decoded.
+func (r *Reader) Buffered() int { return r.r.Buffered() }
+
+// Next reads the next frame and returns its kind; io.EOF at the end.
+func (r *Reader) Next() (byte, error) {
+	kind, err := r.r.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	n, err := binary.ReadUvarint(r.r)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrFrame, err)
+	}
+	if n > MaxFrameBytes {
+		return 0, fmt.Errorf("%w: %d bytes", ErrFrame, n)
+	}
+	r.buf = slices.Grow(r.buf[:0], int(n))[:n]
+	if _, err := io.ReadFull(r.r, r.buf); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrFrame, err)
+	}
+	r.pos, r.err = 0, nil
+	switch kind {
+	case KindInput, KindOutput, KindDone:
+		return kind, nil
+	}
+	return 0, fmt.Errorf("%w: kind %q", ErrFrame, kind)
+}
+
+func (r *Reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.buf[r.pos:])
+	if n <= 0 {
+		r.err = fmt.Errorf("%w: a number", ErrFrame)
+		return 0
+	}
+	r.pos += n
+	return v
+}
+
+func (r *Reader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.buf[r.pos:])
+	if n <= 0 {
+		r.err = fmt.Errorf("%w: a number", ErrFrame)
+		return 0
+	}
+	r.pos += n
+	return v
+}
+
+func (r *Reader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.buf)-r.pos) {
+		r.err = fmt.Errorf("%w: a field longer than its frame", ErrFrame)
+		return nil
+	}
+	b := slices.Clone(r.buf[r.pos : r.pos+int(n)])
+	r.pos += int(n)
+	return b
+}
+
+func (r *Reader) str() string { return string(r.bytes()) }
+
+func (r *Reader) time() time.Time {
+	ns := r.varint()
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
+
+func (r *Reader) props() map[string]string {
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(r.buf)) {
+		if r.err == nil {
+			r.err = fmt.Errorf("%w: too many properties", ErrFrame)
+		}
+		return nil
+	}
+	p := make(map[string]string, n)
+	for range n {
+		k := r.str()
+		p[k] = r.str()
+	}
+	return p
+}
+
+// Input decodes the frame Next returned as KindInput.
+func (r *Reader) Input() (*Input, error) {
+	in := &Input{Seq: r.uvarint(), Topic: r.str(), Ledger: r.varint(), Entry: r.varint(), Batch: r.varint(),
+		Key: r.str(), Payload: r.bytes(), Properties: r.props(), EventTime: r.time(), PublishTime: r.time()}
+	return in, r.err
+}
+
+// Output decodes the frame Next returned as KindOutput.
+func (r *Reader) Output() (*Output, error) {
+	out := &Output{Seq: r.uvarint(), Topic: r.str(), Key: r.str(), Payload: r.bytes(), Properties: r.props(), EventTime: r.time()}
+	return out, r.err
+}
+
+// Done decodes the frame Next returned as KindDone.
+func (r *Reader) Done() (uint64, error) {
+	seq := r.uvarint()
+	return seq, r.err
+}

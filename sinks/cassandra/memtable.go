@@ -1,0 +1,245 @@
+package cassandra
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/foldline/foldline/functions/envelope"
+)
+
+// MemTable is a view folded in memory with the sink's own bind and fold
+// code — the merge rules, the exactly-once positions, the epochs — so that
+// it holds what the sink would write to Cassandra for the same operations.
+// foldline verify compares it with the live table; training sets read it
+// as of each label's time. It is not safe for concurrent use.
+type MemTable struct {
+	view *compiledView
+	rows map[string]*memRow
+	// Totals counts the operations applied, skipped and rejected.
+	Totals Totals
+}
+
+type memRow struct {
+	key   []any
+	state *rowState
+}
+
+// MemRow is one row of a view: its key values (in key column order), its
+// value columns by name (absent: null), the last applied position per
+// origin topic, and whether it is deleted (a tombstone).
+type MemRow struct {
+	Key     []any
+	Values  map[string]any
+	Applied map[string]envelope.Position
+	Deleted bool
+}
+
+// NewMemTable returns an empty table of the view.
+func NewMemTable(schema ViewSchema) (*MemTable, error) {
+	v, err := compileView(schema, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	return &MemTable{view: v, rows: map[string]*memRow{}}, nil
+}
+
+// Apply folds one operation. An error is the sink's for an operation it
+// would dead-letter (errors.Is ErrWrongView, ErrBadValue, ErrEpochChanged…).
+func (m *MemTable) Apply(op Op) (applied bool, err error) {
+	b, err := m.view.bind(0, op)
+	if err != nil {
+		m.Totals.Rejected++
+		return false, err
+	}
+	r, ok := m.rows[b.rowKey]
+	if !ok {
+		r = &memRow{key: b.key, state: newRowState(len(m.view.colTypes))}
+		m.rows[b.rowKey] = r
+	}
+	applied, err = m.view.fold(r.state, b)
+	switch {
+	case err != nil:
+		m.Totals.Rejected++
+	case applied:
+		m.Totals.Applied++
+	default:
+		m.Totals.Skipped++
+	}
+	return applied, err
+}
+
+// Len is the number of rows, tombstones included.
+func (m *MemTable) Len() int { return len(m.rows) }
+
+// Row returns the row with the key (from ParseKey, or as Rows gives it).
+func (m *MemTable) Row(key []any) (MemRow, bool) {
+	r, ok := m.rows[keyString(key)]
+	if !ok {
+		return MemRow{}, false
+	}
+	return m.view.memRow(r.key, r.state), true
+}
+
+// Rows yields every row, tombstones included, in no particular order.
+func (m *MemTable) Rows() iter.Seq[MemRow] {
+	return func(yield func(MemRow) bool) {
+		for _, r := range m.rows {
+			if !yield(m.view.memRow(r.key, r.state)) {
+				return
+			}
+		}
+	}
+}
+
+// ParseKey reads a row key given as text, one value per key column (a
+// label file's entity key): a text column takes the text as it is, any
+// other column the text as JSON (42, true, "2026-11-01T00:00:00Z").
+func (m *MemTable) ParseKey(text []string) ([]any, error) {
+	if len(text) != len(m.view.keyTypes) {
+		return nil, fmt.Errorf("%w: %d key values for the key columns %s", ErrBadKey, len(text), m.view.keyNames())
+	}
+	key := make([]any, len(text))
+	for i, t := range m.view.keyTypes {
+		raw := json.RawMessage(text[i])
+		if t.name == "text" || t.name == "ascii" {
+			quoted, _ := json.Marshal(text[i])
+			raw = quoted
+		}
+		v, err := t.decode(raw)
+		if err != nil {
+			return nil, fmt.Errorf("key column %s: %w", m.view.schema.Key[i].Name, err)
+		}
+		key[i] = v
+	}
+	return key, nil
+}
+
+// keyString is a row's key as one string: what rows are grouped and
+// cached by.
+func keyString(key []any) string {
+	var b strings.Builder
+	for _, v := range key {
+		b.WriteString(strconv.Quote(fmt.Sprint(v)))
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
+func (v *compiledView) memRow(key []any, s *rowState) MemRow {
+	r := MemRow{Key: key, Values: map[string]any{}, Applied: maps.Clone(s.applied), Deleted: s.deleted}
+	for i, c := range v.schema.Columns {
+		if s.values[i] != nil {
+			r.Values[c.Name] = s.values[i]
+		}
+	}
+	return r
+}
+
+// ScanTable yields every row of a view's table in Cassandra, tombstones
+// included, as the sink reads rows.
+func ScanTable(ctx context.Context, session *gocql.Session, schema ViewSchema, consistency gocql.Consistency) iter.Seq2[MemRow, error] {
+	return func(yield func(MemRow, error) bool) {
+		v, err := compileView(schema, 1<<20)
+		if err != nil {
+			yield(MemRow{}, err)
+			return
+		}
+		selectCQL, _, _ := statements(schema)
+		keys := make([]string, len(schema.Key))
+		for i, k := range schema.Key {
+			keys[i] = quote(k.Name)
+		}
+		// The row read of the sink, with the key in front and no WHERE.
+		q := "SELECT " + strings.Join(keys, ", ") + ", " + strings.TrimPrefix(selectCQL[:strings.Index(selectCQL, " WHERE ")], "SELECT ")
+		it := session.Query(q).WithContext(ctx).Consistency(consistency).PageSize(1000).Iter()
+		for {
+			keyDests := make([]any, len(v.keyTypes))
+			for i, t := range v.keyTypes {
+				keyDests[i] = t.scanDest()
+			}
+			dests := v.rowDests()
+			if !it.Scan(append(slices.Clone(keyDests), dests...)...) {
+				break
+			}
+			state, err := v.scanned(dests)
+			if err != nil {
+				it.Close()
+				yield(MemRow{}, err)
+				return
+			}
+			key := make([]any, len(keyDests))
+			for i, t := range v.keyTypes {
+				key[i] = t.fromScan(keyDests[i])
+			}
+			if !yield(v.memRow(key, state), nil) {
+				it.Close()
+				return
+			}
+		}
+		if err := it.Close(); err != nil {
+			yield(MemRow{}, fmt.Errorf("reading %s: %w", schema.qualifiedTable(), err))
+		}
+	}
+}
+
+// ReadRow reads one row of a view's table as the sink reads it; found is
+// false when Cassandra has no such row.
+func ReadRow(ctx context.Context, session *gocql.Session, schema ViewSchema, key []any, consistency gocql.Consistency) (MemRow, bool, error) {
+	v, err := compileView(schema, 1<<20)
+	if err != nil {
+		return MemRow{}, false, err
+	}
+	selectCQL, _, _ := statements(schema)
+	args := make([]any, len(key))
+	for i, k := range key {
+		args[i] = v.keyTypes[i].bind(k)
+	}
+	dests := v.rowDests()
+	err = session.Query(selectCQL, args...).WithContext(ctx).Consistency(consistency).Scan(dests...)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return MemRow{}, false, nil
+	}
+	if err != nil {
+		return MemRow{}, false, fmt.Errorf("reading a row of %s: %w", schema.qualifiedTable(), err)
+	}
+	state, err := v.scanned(dests)
+	if err != nil {
+		return MemRow{}, false, err
+	}
+	return v.memRow(key, state), true, nil
+}
+
+// SameValues reports whether two rows hold the same values (and the same
+// deleted flag); times compare at Cassandra's millisecond precision.
+func SameValues(a, b MemRow) bool {
+	if a.Deleted != b.Deleted || len(a.Values) != len(b.Values) {
+		return false
+	}
+	for c, av := range a.Values {
+		bv, ok := b.Values[c]
+		if !ok {
+			return false
+		}
+		if at, isTime := av.(time.Time); isTime {
+			bt, _ := bv.(time.Time)
+			if !at.Truncate(time.Millisecond).Equal(bt.Truncate(time.Millisecond)) {
+				return false
+			}
+			continue
+		}
+		if compareValues(av, bv) != 0 {
+			return false
+		}
+	}
+	return true
+}
