@@ -12,6 +12,7 @@ import (
 	"github.com/foldline/foldline/admin/backfill"
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/trainingset"
 	"github.com/foldline/foldline/admin/views"
 	"github.com/foldline/foldline/functions/envelope"
 )
@@ -27,6 +28,7 @@ import (
 func TestReplayAsOfATime(t *testing.T) {
 	s := deployShop(t, "asof")
 	events := generate(t, 7000, 43)
+	first := time.Now()
 	s.ingest(t, events[:3000])
 	cut := time.Now()
 	time.Sleep(50 * time.Millisecond) // later publish times, at millisecond precision
@@ -70,6 +72,29 @@ func TestReplayAsOfATime(t *testing.T) {
 		t.Fatalf("active table %q (%v), want user_activity_v1 still", active, err)
 	}
 	s.waitForFold(t, 2*time.Minute) // the live view has every event
+
+	// A training set with labels before, between and after the ingests
+	// equals point lookups on the replay as of the cut and on the live
+	// table, from one pass over the ledger.
+	snapshot, err := s.userActivity(res.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := s.userActivity("user_activity_v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	users := slices.Sorted(maps.Keys(live))
+	var labels []label
+	for _, u := range users {
+		labels = append(labels, label{u, first.Add(-time.Second)}, label{u, cut}, label{u, now})
+	}
+	rows, tres := s.trainingSet(t, labels, trainingset.TimePublish, "asof.parquet", "")
+	checkAsOf(t, "before any event", rows, users, first.Add(-time.Second), nil)
+	checkAsOf(t, "as of the replay's cut", rows, users, cut, snapshot)
+	checkAsOf(t, "now", rows, users, now, live)
+	t.Logf("training set of %d labels from %d ledger events in %.1f s", tres.Written, tres.Events, tres.Seconds)
 
 	list, err := views.List(t.Context(), views.Options{Command: s.opts.Command})
 	if err != nil {

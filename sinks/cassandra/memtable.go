@@ -124,6 +124,19 @@ func (m *MemTable) ParseKey(text []string) ([]any, error) {
 	return key, nil
 }
 
+// KeyOf returns the key, as RowKey gives it, of the row op is on; an
+// error for an operation the sink would reject.
+func (m *MemTable) KeyOf(op Op) (string, error) {
+	b, err := m.view.bind(0, op)
+	if err != nil {
+		return "", err
+	}
+	return b.rowKey, nil
+}
+
+// RowKey is a row's key values as one string, as KeyOf gives it.
+func (m *MemTable) RowKey(key []any) string { return keyString(key) }
+
 // keyString is a row's key as one string: what rows are grouped and
 // cached by.
 func keyString(key []any) string {

@@ -24,6 +24,7 @@ import (
 	"github.com/foldline/foldline/admin/ledger"
 	"github.com/foldline/foldline/admin/lint"
 	"github.com/foldline/foldline/admin/status"
+	"github.com/foldline/foldline/admin/trainingset"
 	"github.com/foldline/foldline/admin/ui"
 	"github.com/foldline/foldline/admin/verify"
 	"github.com/foldline/foldline/admin/views"
@@ -84,6 +85,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(config.NewCommand())
 	root.AddCommand(ui.NewCommand())
 	root.AddCommand(verify.NewCommand())
+	root.AddCommand(trainingset.NewCommand())
 	return root
 }
 
