@@ -101,6 +101,9 @@ type Options struct {
 	// the replay's functions and topics are removed and its table is kept
 	// as a snapshot next to the active one, which is not switched.
 	Until string
+	// UntilClock is what an RFC 3339 Until cuts by: ClockPublish (default)
+	// or ClockEvent.
+	UntilClock string
 }
 
 func (o *Options) defaults() {
@@ -221,7 +224,7 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	}
 	forked := manifest.ForkPath(e.graph.PathTo(view), nextVersion(entry, e.view))
 	sink := forked[len(forked)-1].View
-	until, err := e.applyCutoff(opts.Until, forked, time.Now())
+	until, err := e.applyCutoff(opts.Until, opts.UntilClock, forked, time.Now())
 	if err != nil {
 		return nil, err
 	}

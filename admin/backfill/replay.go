@@ -16,17 +16,38 @@ import (
 	"github.com/foldline/foldline/functions/pf"
 )
 
+// The clocks of --until-clock.
+const (
+	// ClockPublish cuts by the ledger's publish time (the default): the
+	// view exactly as it was served then.
+	ClockPublish = "publish"
+	// ClockEvent cuts by each event's own time: the view as if every event
+	// had arrived on time. The whole ledger is read.
+	ClockEvent = "event"
+)
+
 // cutoff turns --until into the runtime's user config key and value: an
 // RFC 3339 time (no later than now) bounds the ledger events by publish
 // time; a ledger position ledger:entry[:batch] bounds them by position,
 // inclusive (without batch, the whole entry), and needs a path that reads
 // one ledger topic, since positions of different topics have no order.
-func cutoff(until string, now time.Time, ledgerTopics int) (key, value string, err error) {
+func cutoff(until, clock string, now time.Time, ledgerTopics int) (key, value string, err error) {
+	switch clock {
+	case "", ClockPublish, ClockEvent:
+	default:
+		return "", "", fmt.Errorf("--until-clock %q: want publish or event: %w", clock, exitcode.ErrUsage)
+	}
 	if t, terr := time.Parse(time.RFC3339Nano, until); terr == nil {
 		if t.After(now) {
 			return "", "", fmt.Errorf("--until %s is in the future: the ledger does not hold it yet: %w", until, exitcode.ErrUsage)
 		}
+		if clock == ClockEvent {
+			return pf.UserConfigUntilEventTime, t.UTC().Format(time.RFC3339Nano), nil
+		}
 		return pf.UserConfigUntilPublishTime, t.UTC().Format(time.RFC3339Nano), nil
+	}
+	if clock == ClockEvent {
+		return "", "", fmt.Errorf("--until %q with --until-clock event: want an RFC 3339 time (2026-11-30T12:00:00Z): %w", until, exitcode.ErrUsage)
 	}
 	pos := until
 	if strings.Count(pos, ":") == 1 {
@@ -45,7 +66,7 @@ func cutoff(until string, now time.Time, ledgerTopics int) (key, value string, e
 // applyCutoff gives the stages of forked that read the ledger the cutoff of
 // until, and returns the cutoff as recorded ("" for none): a time in UTC, a
 // position as given.
-func (e *env) applyCutoff(until string, forked []*manifest.Stage, now time.Time) (string, error) {
+func (e *env) applyCutoff(until, clock string, forked []*manifest.Stage, now time.Time) (string, error) {
 	if until == "" {
 		return "", nil
 	}
@@ -57,13 +78,16 @@ func (e *env) applyCutoff(until string, forked []*manifest.Stage, now time.Time)
 			}
 		}
 	}
-	key, value, err := cutoff(until, now, len(ledgers))
+	key, value, err := cutoff(until, clock, now, len(ledgers))
 	if err != nil {
 		return "", err
 	}
 	recorded := value
-	if key == pf.UserConfigUntilPosition {
+	switch key {
+	case pf.UserConfigUntilPosition:
 		recorded = until // as given: ledger:entry means the whole entry
+	case pf.UserConfigUntilEventTime:
+		recorded = value + " by event time"
 	}
 	for _, st := range forked {
 		if !readsAny(st, ledgers) {

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -42,9 +44,26 @@ func TestReplayAsOfATime(t *testing.T) {
 		t.Fatalf("starting the replay as of %s: %v", opts.Until, err)
 	}
 	s.ingest(t, events[6000:]) // live traffic during the replay
+	var progress bytes.Buffer
+	opts.JSON, opts.Out = true, &progress
 	res, err := backfill.Run(t.Context(), opts, true)
 	if err != nil {
 		t.Fatalf("replaying user_activity as of %s: %v", opts.Until, err)
+	}
+	opts.JSON, opts.Out = false, s.opts.Out
+	// The stage that reads the ledger stops at the cut: it moves past the
+	// rest instead of reading and skipping all 7000 events.
+	var final backfill.Snapshot
+	for dec := json.NewDecoder(&progress); dec.More(); {
+		var snap backfill.Snapshot
+		if err := dec.Decode(&snap); err == nil && len(snap.Stages) > 0 {
+			final = snap
+		}
+	}
+	if len(final.Stages) == 0 || final.Stages[0].Processed >= 6000 {
+		t.Errorf("the replay's first stage processed %+v of 7000 ledger events, want the 3000 before the cut and not all the rest", final.Stages)
+	} else {
+		t.Logf("the replay's %s processed %d of 7000 ledger events", final.Stages[0].Name, final.Stages[0].Processed)
 	}
 	if res.State != backfill.StateSnapshot || res.Table != rec.Table || res.OldTable != "user_activity_v1" || res.Until == "" {
 		t.Fatalf("result %+v, want a snapshot in %s beside user_activity_v1", res, rec.Table)

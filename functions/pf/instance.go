@@ -117,6 +117,9 @@ type instance struct {
 	inFlight sync.WaitGroup
 	// pending counts the inputs received and not yet handed to the handler.
 	pending func() int
+	// skipped holds the topics whose subscription skipRest moved past a
+	// replay's cutoff.
+	skipped map[string]bool
 }
 
 func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
@@ -181,6 +184,9 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		// Beyond the replay's cutoff: acknowledged, never handled.
 		in.fc.finished = true
 		inst.send(in, inst.conf.Guarantee != atMostOnce, true, nil)
+		if inst.conf.Until.endsLedger(msg, origin) {
+			inst.skipRest(msg, acks)
+		}
 		return nil
 	}
 	var records []Record
@@ -217,6 +223,31 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		inst.sendOutputs(in, autoAck, records)
 	}
 	return nil
+}
+
+// skipRest moves the subscription of msg's topic to the end, once per
+// topic, when msg is the first ledger event past a replay's cutoff: a
+// replay early in a long ledger then stops reading instead of reading and
+// skipping the rest. It first waits until every earlier input's outputs
+// are confirmed and acknowledged, so that none is lost by the move.
+func (inst *instance) skipRest(msg pulsar.Message, acks acker) {
+	s, ok := acks.(seeker)
+	if !ok || inst.skipped[msg.Topic()] {
+		return
+	}
+	if inst.skipped == nil {
+		inst.skipped = map[string]bool{}
+	}
+	inst.skipped[msg.Topic()] = true
+	inst.inFlight.Wait()
+	if inst.sess.isEnded() {
+		return // the session's inputs come again; the next one moves
+	}
+	if err := s.SeekByTime(time.Now()); err != nil {
+		inst.log.Warn("moving past the replay's cutoff: reading on instead", "topic", msg.Topic(), "error", err)
+		return
+	}
+	inst.log.Info("past the replay's cutoff: the rest of the topic is skipped", "topic", msg.Topic(), "id", msg.ID().String())
 }
 
 // sendOutputs sends the messages of the handler's records, or, when one of

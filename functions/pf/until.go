@@ -19,6 +19,11 @@ const (
 	// UserConfigUntilPosition (ledger:entry:batch, as envelope.Position
 	// writes it): ledger events after it are skipped.
 	UserConfigUntilPosition = "untilPosition"
+	// UserConfigUntilEventTime (RFC 3339): ledger events whose own event
+	// time is after it are skipped (an event without one: its publish
+	// time). Unlike the other two it cuts no prefix of the ledger (event
+	// times come in any order), so the whole ledger is read.
+	UserConfigUntilEventTime = "untilEventTime"
 )
 
 // cutoff bounds the ledger events an instance processes. A ledger event is
@@ -27,14 +32,25 @@ const (
 type cutoff struct {
 	publishTime time.Time
 	position    *envelope.Position
+	eventTime   time.Time
 }
 
 // parseCutoff reads the cutoff keys of a user config.
 func parseCutoff(userConfig map[string]any) (cutoff, error) {
 	var c cutoff
-	var t, pos string
+	var t, pos, et string
 	if err := userString(userConfig, UserConfigUntilPublishTime, &t); err != nil {
 		return c, err
+	}
+	if err := userString(userConfig, UserConfigUntilEventTime, &et); err != nil {
+		return c, err
+	}
+	if et != "" {
+		parsed, err := time.Parse(time.RFC3339Nano, et)
+		if err != nil {
+			return c, fmt.Errorf("%w: user config key %q: %w", ErrBadConfig, UserConfigUntilEventTime, err)
+		}
+		c.eventTime = parsed
 	}
 	if err := userString(userConfig, UserConfigUntilPosition, &pos); err != nil {
 		return c, err
@@ -58,14 +74,35 @@ func parseCutoff(userConfig map[string]any) (cutoff, error) {
 
 // skips reports whether msg, whose origin is origin, lies beyond the cutoff.
 func (c cutoff) skips(msg pulsar.Message, origin envelope.Origin) bool {
-	if c.publishTime.IsZero() && c.position == nil {
+	if c.publishTime.IsZero() && c.position == nil && c.eventTime.IsZero() {
 		return false
 	}
 	if _, derived := msg.Properties()[envelope.PropOriginTopic]; derived {
 		return false
 	}
+	if !c.eventTime.IsZero() {
+		at := msg.EventTime()
+		if at.IsZero() {
+			at = msg.PublishTime()
+		}
+		if at.After(c.eventTime) {
+			return true
+		}
+	}
+	return c.endsLedger(msg, origin)
+}
+
+// endsLedger reports whether msg lies beyond a cutoff that ends a prefix of
+// its topic (a publish time or a position): every later event of the topic
+// lies beyond it too, so the rest of the topic need not be read.
+func (c cutoff) endsLedger(msg pulsar.Message, origin envelope.Origin) bool {
 	if !c.publishTime.IsZero() && msg.PublishTime().After(c.publishTime) {
 		return true
 	}
 	return c.position != nil && origin.Position.Compare(*c.position) > 0
+}
+
+// seeker is a consumer that can move its subscription (pulsar.Consumer).
+type seeker interface {
+	SeekByTime(time.Time) error
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
+
 	"github.com/foldline/foldline/functions/envelope"
 )
 
@@ -90,5 +92,70 @@ func TestCutoffConfig(t *testing.T) {
 		if err := conf.applyUserConfig(mustJSON(t, bad)); !errors.Is(err, ErrBadConfig) {
 			t.Errorf("user config %v: err %v, want ErrBadConfig", bad, err)
 		}
+	}
+}
+
+// seekingAcker is a consumer that records acknowledgements and moves of its
+// subscription, each after what was acknowledged before it.
+type seekingAcker struct {
+	fakeAcker
+	log []string
+}
+
+func (a *seekingAcker) Ack(m pulsar.Message) error {
+	a.log = append(a.log, "ack "+string(m.Payload()))
+	return a.fakeAcker.Ack(m)
+}
+
+func (a *seekingAcker) SeekByTime(time.Time) error {
+	a.log = append(a.log, "seek")
+	return nil
+}
+
+// A cutoff that ends a prefix of the ledger (a publish time or a position)
+// moves the subscription to the end at the first event past it, once, after
+// every earlier input is acknowledged; an event-time cutoff reads on (event
+// times come in any order) and skips by each event's own time.
+func TestCutoffSkipsTheRestOfTheLedger(t *testing.T) {
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		userConfig map[string]any
+		wantLog    []string
+	}{
+		{"publish time", map[string]any{UserConfigUntilPublishTime: base.Add(2 * time.Second).Format(time.RFC3339Nano)},
+			[]string{"ack a", "ack b", "ack c", "seek", "ack d"}},
+		{"position", map[string]any{UserConfigUntilPosition: "7:2:1"},
+			[]string{"ack a", "ack b", "ack c", "seek", "ack d"}},
+		{"event time", map[string]any{UserConfigUntilEventTime: base.Add(2 * time.Second).Format(time.RFC3339Nano)},
+			[]string{"ack a", "ack b", "ack c", "ack d"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := testConf()
+			if err := conf.applyUserConfig(mustJSON(t, tc.userConfig)); err != nil {
+				t.Fatal(err)
+			}
+			var handled []string
+			inst, _ := newTestInstance(t, conf, func(in []byte) ([]byte, error) {
+				handled = append(handled, string(in))
+				return in, nil
+			})
+			acks := &seekingAcker{}
+			// Event times: d is early (late to arrive), c late.
+			eventTimes := []time.Duration{1, 2, 9, 0}
+			for entry := int64(1); entry <= 4; entry++ {
+				msg := publishedAt{ledgerEvent(string(rune('a'+entry-1)), entry), base.Add(time.Duration(entry) * time.Second)}
+				msg.eventTime = base.Add(eventTimes[entry-1] * time.Second)
+				if err := inst.process(t.Context(), msg, acks); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !slices.Equal(acks.log, tc.wantLog) {
+				t.Errorf("consumer saw %q, want %q", acks.log, tc.wantLog)
+			}
+			if tc.name == "event time" && !slices.Equal(handled, []string{"a", "b", "d"}) {
+				t.Errorf("handled %q, want a, b and the early d", handled)
+			}
+		})
 	}
 }
