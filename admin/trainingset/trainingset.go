@@ -197,7 +197,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		t := times[originKey(op.Origin.Topic, envelope.Position{Ledger: pos.Ledger, Entry: pos.Entry, Batch: pos.Batch})]
 		eventTime := t[1]
 		if eventTime.IsZero() {
-			eventTime = op.View.EventTime
+			eventTime = t[0] // no event time of its own: its publish time, as a replay does
 		}
 		ops[key] = append(ops[key], recorded{op: op, publishTime: t[0], eventTime: eventTime})
 		return nil
