@@ -47,18 +47,12 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 	if opts.removesData() && !opts.Yes {
 		return nil, fmt.Errorf("destroy %s removes data: pass --yes to confirm (nothing was removed): %w: %w", opts.dataFlags(), ErrNotConfirmed, exitcode.ErrUsage)
 	}
-	s, b, err := openTenant(ctx, opts.Options)
+	s, b, err := openForDestroy(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
 	t := s.set.Tenant
-	if opts.removesData() {
-		// Before anything is removed or listed: never another tenant's keyspace.
-		if _, err := owner.Check(ctx, s.cql, t.Keyspace, t.Name); err != nil {
-			return nil, err
-		}
-	}
 	removed, err := DeleteStages(ctx, s.pulsar, append(slices.Clone(s.graph.Order), b.carrying...), opts.ErrOut)
 	if err != nil {
 		return removed, err
@@ -158,23 +152,35 @@ func viewTables(ctx context.Context, s *session) ([]viewTableSet, error) {
 	return out, nil
 }
 
+// openForDestroy opens the tenant for Destroy and PreviewDestroy and, when
+// opts remove data, checks before anything is removed or listed that the
+// keyspace is the tenant's own (never another tenant's).
+func openForDestroy(ctx context.Context, opts DestroyOptions) (*session, *backfilled, error) {
+	s, b, err := openTenant(ctx, opts.Options)
+	if err != nil {
+		return nil, nil, err
+	}
+	if opts.removesData() {
+		t := s.set.Tenant
+		if _, err := owner.Check(ctx, s.cql, t.Keyspace, t.Name); err != nil {
+			s.Close()
+			return nil, nil, err
+		}
+	}
+	return s, b, nil
+}
+
 // PreviewDestroy lists what Destroy with opts would remove, one line per
 // thing, without removing anything: the functions, with Tables the view
 // tables, with Purge also the tenant, its namespaces, their topics with
 // their entry counts, and the keyspace with its tables.
 func PreviewDestroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
-	s, b, err := openTenant(ctx, opts.Options)
+	s, b, err := openForDestroy(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
 	t := s.set.Tenant
-	if opts.removesData() {
-		// Before anything is removed or listed: never another tenant's keyspace.
-		if _, err := owner.Check(ctx, s.cql, t.Keyspace, t.Name); err != nil {
-			return nil, err
-		}
-	}
 	lines := []string{fmt.Sprintf("functions and sinks (those deployed): the manifests' %d, backfills' %d, with their subscriptions", len(s.graph.Order), len(b.carrying))}
 	if opts.removesData() {
 		views, err := viewTables(ctx, s)

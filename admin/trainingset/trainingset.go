@@ -30,7 +30,6 @@ import (
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/progress"
-	"github.com/foldline/foldline/admin/verify"
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -181,7 +180,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	ops := map[string][]recorded{}
 	times := map[string][2]time.Time{} // origin → publish and event time
 	bar := progress.New(opts.ErrOut, "training set "+v.Name, "ev", 0)
-	if _, err := verify.Path(ctx, opts.Command, opts.CacheDir, set, graph, v.Name, clients, func(batch []localrun.Message) {
+	if _, err := localrun.OverLedger(ctx, opts.Services, opts.Dir, opts.CacheDir, set, graph, v.Name, clients, func(batch []localrun.Message) {
 		clear(times)
 		for _, m := range batch {
 			times[originKey(m.Topic, envelope.Position{Ledger: m.Ledger, Entry: m.Entry, Batch: int32(m.Batch)})] = [2]time.Time{m.PublishTime, m.EventTime}

@@ -18,14 +18,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
-	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/gocql/gocql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -33,14 +30,11 @@ import (
 
 	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/exitcode"
-	"github.com/foldline/foldline/admin/internal/gobuild"
-	"github.com/foldline/foldline/admin/internal/ledgerepoch"
 	"github.com/foldline/foldline/admin/internal/localrun"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/manifest"
-	"github.com/foldline/foldline/internal/services"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -226,7 +220,7 @@ func FoldLedger(ctx context.Context, opts Options, set *manifest.Set, graph *man
 		return nil, 0, nil, err
 	}
 	var events int64
-	deadLetters, err := Path(ctx, opts.Command, opts.CacheDir, set, graph, v.Name, clients, func(batch []localrun.Message) {
+	deadLetters, err := localrun.OverLedger(ctx, opts.Services, opts.Dir, opts.CacheDir, set, graph, v.Name, clients, func(batch []localrun.Message) {
 		events += int64(len(batch))
 	}, func(op cassandra.Op) error {
 		// Every error of the fold is one the sink dead-letters live too
@@ -235,55 +229,6 @@ func FoldLedger(ctx context.Context, opts Options, set *manifest.Set, graph *man
 		return nil
 	})
 	return fold, events, deadLetters, err
-}
-
-// Path runs view's path locally over the ledger as it is now: batch sees
-// each batch of ledger events, op each view operation in ledger order. It
-// returns the dead letters of each function.
-func Path(ctx context.Context, cmd target.Command, cacheDir string, set *manifest.Set, graph *manifest.Graph, view string, clients *pulsarx.Clients,
-	batch func([]localrun.Message), op func(cassandra.Op) error) (map[string]int64, error) {
-	var ledgers []string
-	epochs := map[string]string{}
-	for _, t := range set.Tenant.Ledger {
-		tn, err := utils.GetTopicName(t.Name)
-		if err != nil {
-			return nil, fmt.Errorf("naming topic %s: %w", t.Name, err)
-		}
-		if epoch, ok, err := ledgerepoch.Read(ctx, clients.Admin.Topics(), *tn); err != nil {
-			return nil, err
-		} else if ok {
-			epochs[t.Name] = epoch
-		}
-		ledgers = append(ledgers, t.Name)
-	}
-	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(cmd.Dir, "."), CacheDir: cacheDir, Platform: gobuild.Platform{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
-	p, err := localrun.Start(ctx, graph, view, builder, epochs)
-	if err != nil {
-		return nil, err
-	}
-	clientOpts := cmd.Services.PulsarClientOptions()
-	clientOpts.Logger = services.QuietPulsarLogger()
-	client, err := pulsar.NewClient(clientOpts)
-	if err != nil {
-		p.Close()
-		return nil, fmt.Errorf("connecting to Pulsar: %w", err)
-	}
-	defer client.Close()
-	for events, err := range localrun.ReadLedger(ctx, client, ledgers, 2000) {
-		if err != nil {
-			p.Close()
-			return nil, err
-		}
-		batch(events)
-		if err := p.Feed(events, op); err != nil {
-			p.Close()
-			return nil, err
-		}
-	}
-	if err := p.Close(); err != nil {
-		return nil, err
-	}
-	return p.DeadLetters, nil
 }
 
 // compare compares the fold with the live table into res.

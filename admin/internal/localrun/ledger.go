@@ -4,8 +4,17 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"runtime"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/internal/ledgerepoch"
+	"github.com/foldline/foldline/admin/internal/pulsarx"
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/services"
+	"github.com/foldline/foldline/sinks/cassandra"
 )
 
 // ReadLedger yields the ledger topics' events, from the first to the last
@@ -86,4 +95,54 @@ func FromPulsar(msg pulsar.Message) Message {
 		Key: msg.Key(), Payload: msg.Payload(), Properties: msg.Properties(),
 		EventTime: msg.EventTime(), PublishTime: msg.PublishTime(),
 	}
+}
+
+// OverLedger runs view's path locally over the ledger as it is now (the
+// manifests of set, in dir, with the ledger topics' epochs as deploy gives
+// them): batch sees each batch of ledger events, op each view operation in
+// ledger order. It returns the dead letters of each function.
+func OverLedger(ctx context.Context, svc services.Services, dir, cacheDir string, set *manifest.Set, graph *manifest.Graph, view string, clients *pulsarx.Clients,
+	batch func([]Message), op func(cassandra.Op) error) (map[string]int64, error) {
+	var ledgers []string
+	epochs := map[string]string{}
+	for _, t := range set.Tenant.Ledger {
+		tn, err := utils.GetTopicName(t.Name)
+		if err != nil {
+			return nil, fmt.Errorf("naming topic %s: %w", t.Name, err)
+		}
+		if epoch, ok, err := ledgerepoch.Read(ctx, clients.Admin.Topics(), *tn); err != nil {
+			return nil, err
+		} else if ok {
+			epochs[t.Name] = epoch
+		}
+		ledgers = append(ledgers, t.Name)
+	}
+	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(dir, "."), CacheDir: cacheDir, Platform: gobuild.Platform{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
+	p, err := Start(ctx, graph, view, builder, epochs)
+	if err != nil {
+		return nil, err
+	}
+	clientOpts := svc.PulsarClientOptions()
+	clientOpts.Logger = services.QuietPulsarLogger()
+	client, err := pulsar.NewClient(clientOpts)
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("connecting to Pulsar: %w", err)
+	}
+	defer client.Close()
+	for events, err := range ReadLedger(ctx, client, ledgers, 2000) {
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		batch(events)
+		if err := p.Feed(events, op); err != nil {
+			p.Close()
+			return nil, err
+		}
+	}
+	if err := p.Close(); err != nil {
+		return nil, err
+	}
+	return p.DeadLetters, nil
 }

@@ -6,8 +6,9 @@
 // reach the view's sink input come out with their origin, in ledger order,
 // for the caller to fold (cassandra.MemTable: the sink's own fold). The
 // transformation code, the origin positions and the dead letters are the
-// deployed ones; only the topics in between are gone. foldline verify and
-// foldline training-set are built on it.
+// deployed ones; only the topics in between are gone. OverLedger runs it
+// over the whole ledger as it is now; foldline verify and foldline
+// training-set are built on it.
 package localrun
 
 import (
