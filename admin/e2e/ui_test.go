@@ -120,7 +120,7 @@ func TestStatusPageInABrowser(t *testing.T) {
 	var out bytes.Buffer
 	watch := status.Options{Command: s.opts.Command, Watch: true, Interval: 200 * time.Millisecond}
 	watch.Out = &out
-	watchCtx, stopWatch := context.WithTimeout(t.Context(), 3*time.Second)
+	watchCtx, stopWatch := context.WithTimeout(t.Context(), 6*time.Second)
 	defer stopWatch()
 	if err := status.Run(watchCtx, watch, true); err != nil {
 		t.Fatalf("status --watch: %v", err)
@@ -138,6 +138,6 @@ func TestStatusPageInABrowser(t *testing.T) {
 		reports++
 	}
 	if reports < 2 {
-		t.Errorf("status --watch printed %d reports in 3 s at 200 ms, want several", reports)
+		t.Errorf("status --watch printed %d reports in 6 s at 200 ms, want several", reports)
 	}
 }

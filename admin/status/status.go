@@ -193,6 +193,9 @@ func Run(ctx context.Context, opts Options, asJSON bool) error {
 	for {
 		report, err := src.Report(ctx)
 		if err != nil {
+			if opts.Watch && ctx.Err() != nil {
+				return nil // interrupted while reading: the watch is over
+			}
 			return err
 		}
 		switch {
