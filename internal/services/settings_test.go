@@ -220,3 +220,32 @@ func TestValuesMaskSecrets(t *testing.T) {
 		}
 	}
 }
+
+// OAuth 2.0 and client certificates reach both Pulsar clients: the admin
+// client's fields and the binary client's authentication.
+func TestPulsarAuthenticationSettings(t *testing.T) {
+	stackDir(t)
+	s, err := load(env{"XDG_CONFIG_HOME": t.TempDir(), "FOLDLINE_PULSAR_URL": "pulsar+ssl://broker.example.com:6651",
+		"FOLDLINE_PULSAR_OAUTH2_ISSUER_URL": "https://auth.example.com/", "FOLDLINE_PULSAR_OAUTH2_AUDIENCE": "urn:pulsar",
+		"FOLDLINE_PULSAR_OAUTH2_KEY_FILE": "/etc/foldline/oauth.json", "FOLDLINE_PULSAR_OAUTH2_SCOPE": "admin"}.get, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.PulsarAdminConfig()
+	if c.IssuerEndpoint != "https://auth.example.com/" || c.Audience != "urn:pulsar" || c.KeyFile != "/etc/foldline/oauth.json" || c.Scope != "admin" || c.Token != "" || c.TokenFile != "" {
+		t.Errorf("admin config %+v, want OAuth 2.0 and no token", c)
+	}
+	if s.PulsarAuth() == nil {
+		t.Error("no authentication for the Pulsar client")
+	}
+	s, err = load(env{"XDG_CONFIG_HOME": t.TempDir(), "FOLDLINE_PULSAR_URL": "pulsar+ssl://broker.example.com:6651",
+		"FOLDLINE_PULSAR_TLS_CERT_FILE": "/etc/c.pem", "FOLDLINE_PULSAR_TLS_KEY_FILE": "/etc/k.pem", "FOLDLINE_PULSAR_TLS_ALLOW_INSECURE": "true"}.get, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = s.PulsarAdminConfig()
+	opts := s.PulsarClientOptions()
+	if c.TLSCertFile != "/etc/c.pem" || c.TLSKeyFile != "/etc/k.pem" || !c.TLSAllowInsecureConnection || !opts.TLSAllowInsecureConnection || opts.Authentication == nil {
+		t.Errorf("admin config %+v, client options %+v: want the client certificate and insecure TLS", c, opts)
+	}
+}
