@@ -27,10 +27,8 @@ import (
 
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/localrun"
-	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/progress"
-	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -150,20 +148,18 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if format != ".parquet" && format != ".csv" {
 		return nil, fmt.Errorf("--out %q: want a .parquet or .csv file: %w", opts.Output, exitcode.ErrUsage)
 	}
-	set, graph, err := opts.Target.LoadGraph(opts.Dir)
+	job, err := localrun.Open(ctx, opts.Command, opts.View, opts.CacheDir)
 	if err != nil {
 		return nil, err
 	}
-	v, err := set.ViewByName(opts.View)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, exitcode.ErrNotFound)
-	}
+	v := job.View
 	schema := v.Schema()
-	fold, err := cassandra.NewMemTable(schema)
+	// keys names rows as the fold does; it holds no row.
+	keys, err := cassandra.NewMemTable(schema)
 	if err != nil {
 		return nil, err
 	}
-	header, labels, bad, err := readLabels(opts.Labels, schema, fold)
+	header, labels, bad, err := readLabels(opts.Labels, schema, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -173,32 +169,21 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		wanted[l.rowKey] = true
 	}
 
-	clients, err := pulsarx.ConnectTenant(ctx, opts.Services, set.Tenant.Name)
-	if err != nil {
-		return nil, err
-	}
 	ops := map[string][]recorded{}
-	times := map[string][2]time.Time{} // origin → publish and event time
 	bar := progress.New(opts.ErrOut, "training set "+v.Name, "ev", 0)
-	if _, err := localrun.OverLedger(ctx, opts.Services, opts.Dir, opts.CacheDir, set, graph, v.Name, clients, func(batch []localrun.Message) {
-		clear(times)
-		for _, m := range batch {
-			times[originKey(m.Topic, envelope.Position{Ledger: m.Ledger, Entry: m.Entry, Batch: int32(m.Batch)})] = [2]time.Time{m.PublishTime, m.EventTime}
-		}
+	if _, err := job.OverLedger(ctx, func(batch []localrun.Message) {
 		res.Events += int64(len(batch))
 		bar.Set(res.Events)
-	}, func(op cassandra.Op) error {
-		key, err := fold.KeyOf(op)
+	}, func(op cassandra.Op, event localrun.Message) error {
+		key, err := keys.KeyOf(op)
 		if err != nil || !wanted[key] {
 			return nil // a rejected operation changes no row; an unlabelled row is not needed
 		}
-		pos := op.Origin.Position
-		t := times[originKey(op.Origin.Topic, envelope.Position{Ledger: pos.Ledger, Entry: pos.Entry, Batch: pos.Batch})]
-		eventTime := t[1]
+		eventTime := event.EventTime
 		if eventTime.IsZero() {
-			eventTime = t[0] // no event time of its own: its publish time, as a replay does
+			eventTime = event.PublishTime // no event time of its own: its publish time, as a replay does
 		}
-		ops[key] = append(ops[key], recorded{op: op, publishTime: t[0], eventTime: eventTime})
+		ops[key] = append(ops[key], recorded{op: op, publishTime: event.PublishTime, eventTime: eventTime})
 		return nil
 	}); err != nil {
 		return nil, err
@@ -228,9 +213,6 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	return res, nil
 }
 
-// originKey names a ledger event.
-func originKey(topic string, p envelope.Position) string { return topic + " " + p.String() }
-
 // asOf folds a row's operations up to the label's time, in ledger order.
 func asOf(schema cassandra.ViewSchema, ops []recorded, l label, clock string) (*cassandra.MemRow, error) {
 	m, err := cassandra.NewMemTable(schema)
@@ -259,7 +241,7 @@ func asOf(schema cassandra.ViewSchema, ops []recorded, l label, clock string) (*
 
 // readLabels reads the label file: the header, the good rows and the bad
 // ones with their lines.
-func readLabels(path string, schema cassandra.ViewSchema, fold *cassandra.MemTable) ([]string, []label, []BadRow, error) {
+func readLabels(path string, schema cassandra.ViewSchema, keys *cassandra.MemTable) ([]string, []label, []BadRow, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("reading labels: %w: %w", err, exitcode.ErrUsage)
@@ -312,7 +294,7 @@ func readLabels(path string, schema cassandra.ViewSchema, fold *cassandra.MemTab
 		for i, c := range keyCols {
 			key[i] = rec[c]
 		}
-		k, err := fold.ParseKey(key)
+		k, err := keys.ParseKey(key)
 		if err != nil {
 			bad = append(bad, BadRow{Line: line, Reason: err.Error()})
 			continue
@@ -322,7 +304,7 @@ func readLabels(path string, schema cassandra.ViewSchema, fold *cassandra.MemTab
 			bad = append(bad, BadRow{Line: line, Reason: fmt.Sprintf("%s %q: want an RFC 3339 time such as 2026-11-01T12:00:00Z", LabelTime, rec[timeCol])})
 			continue
 		}
-		labels = append(labels, label{line: line, fields: rec, key: k, rowKey: fold.RowKey(k), at: at})
+		labels = append(labels, label{line: line, fields: rec, key: k, rowKey: keys.RowKey(k), at: at})
 	}
 	return header, labels, bad, nil
 }

@@ -31,10 +31,8 @@ import (
 	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/localrun"
-	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
-	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -165,18 +163,11 @@ func (r *Result) Write(w io.Writer) {
 // Run verifies once. A difference returns the result and ErrInconsistent.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	start := time.Now()
-	set, graph, err := opts.Target.LoadGraph(opts.Dir)
+	job, err := localrun.Open(ctx, opts.Command, opts.View, opts.CacheDir)
 	if err != nil {
 		return nil, err
 	}
-	v, err := set.ViewByName(opts.View)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, exitcode.ErrNotFound)
-	}
-	clients, err := pulsarx.ConnectTenant(ctx, opts.Services, set.Tenant.Name)
-	if err != nil {
-		return nil, err
-	}
+	v := job.View
 	cql, err := cqlx.Connect(opts.Services)
 	if err != nil {
 		return nil, err
@@ -191,7 +182,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	schema := v.Schema()
 	schema.Table = entry.ActiveTable
-	fold, events, deadLetters, err := FoldLedger(ctx, opts, set, graph, v, schema, clients)
+	fold, events, deadLetters, err := foldLedger(ctx, job, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -211,18 +202,17 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	return res, nil
 }
 
-// FoldLedger runs v's path over every ledger event there is now and folds
-// its operations with the sink's fold.
-func FoldLedger(ctx context.Context, opts Options, set *manifest.Set, graph *manifest.Graph, v *manifest.View, schema cassandra.ViewSchema,
-	clients *pulsarx.Clients) (*cassandra.MemTable, int64, map[string]int64, error) {
+// foldLedger runs the job's path over every ledger event there is now and
+// folds its operations with the sink's fold.
+func foldLedger(ctx context.Context, job *localrun.Job, schema cassandra.ViewSchema) (*cassandra.MemTable, int64, map[string]int64, error) {
 	fold, err := cassandra.NewMemTable(schema)
 	if err != nil {
 		return nil, 0, nil, err
 	}
 	var events int64
-	deadLetters, err := localrun.OverLedger(ctx, opts.Services, opts.Dir, opts.CacheDir, set, graph, v.Name, clients, func(batch []localrun.Message) {
+	deadLetters, err := job.OverLedger(ctx, func(batch []localrun.Message) {
 		events += int64(len(batch))
-	}, func(op cassandra.Op) error {
+	}, func(op cassandra.Op, _ localrun.Message) error {
 		// Every error of the fold is one the sink dead-letters live too
 		// (counted in fold.Totals.Rejected).
 		_, _ = fold.Apply(op)
@@ -291,7 +281,7 @@ func compare(ctx context.Context, cql *gocql.Session, schema cassandra.ViewSchem
 		if err != nil {
 			return err
 		}
-		seen[keyText(t.Key)] = true
+		seen[fold.RowKey(t.Key)] = true
 		if f, ok := fold.Row(t.Key); ok {
 			check(&f, &t)
 		} else {
@@ -299,7 +289,7 @@ func compare(ctx context.Context, cql *gocql.Session, schema cassandra.ViewSchem
 		}
 	}
 	for f := range fold.Rows() {
-		if !seen[keyText(f.Key)] {
+		if !seen[fold.RowKey(f.Key)] {
 			check(&f, nil)
 		}
 	}

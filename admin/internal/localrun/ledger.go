@@ -9,9 +9,11 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/admin/internal/ledgerepoch"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
+	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/internal/services"
 	"github.com/foldline/foldline/sinks/cassandra"
@@ -97,32 +99,64 @@ func FromPulsar(msg pulsar.Message) Message {
 	}
 }
 
-// OverLedger runs view's path locally over the ledger as it is now (the
-// manifests of set, in dir, with the ledger topics' epochs as deploy gives
-// them): batch sees each batch of ledger events, op each view operation in
-// ledger order. It returns the dead letters of each function.
-func OverLedger(ctx context.Context, svc services.Services, dir, cacheDir string, set *manifest.Set, graph *manifest.Graph, view string, clients *pulsarx.Clients,
-	batch func([]Message), op func(cassandra.Op) error) (map[string]int64, error) {
+// Job is one view of the manifests, to run locally over its tenant's
+// ledger.
+type Job struct {
+	Set   *manifest.Set
+	Graph *manifest.Graph
+	View  *manifest.View
+	// Clients talk to the tenant's Pulsar.
+	Clients *pulsarx.Clients
+
+	svc           services.Services
+	dir, cacheDir string
+}
+
+// Open reads the manifests of cmd and connects to the tenant of view; an
+// unknown view or tenant is an exitcode.ErrNotFound error. cacheDir
+// receives the built binaries (default gobuild's).
+func Open(ctx context.Context, cmd target.Command, view, cacheDir string) (*Job, error) {
+	set, graph, err := cmd.Target.LoadGraph(cmd.Dir)
+	if err != nil {
+		return nil, err
+	}
+	v, err := set.ViewByName(view)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, exitcode.ErrNotFound)
+	}
+	clients, err := pulsarx.ConnectTenant(ctx, cmd.Services, set.Tenant.Name)
+	if err != nil {
+		return nil, err
+	}
+	return &Job{Set: set, Graph: graph, View: v, Clients: clients, svc: cmd.Services, dir: cmd.Dir, cacheDir: cacheDir}, nil
+}
+
+// OverLedger runs the view's path locally over the ledger as it is now,
+// with the ledger topics' epochs as deploy gives them: batch sees each
+// batch of ledger events, op each view operation in ledger order with the
+// ledger event that caused it. It returns the dead letters of each
+// function.
+func (j *Job) OverLedger(ctx context.Context, batch func([]Message), op func(cassandra.Op, Message) error) (map[string]int64, error) {
 	var ledgers []string
 	epochs := map[string]string{}
-	for _, t := range set.Tenant.Ledger {
+	for _, t := range j.Set.Tenant.Ledger {
 		tn, err := utils.GetTopicName(t.Name)
 		if err != nil {
 			return nil, fmt.Errorf("naming topic %s: %w", t.Name, err)
 		}
-		if epoch, ok, err := ledgerepoch.Read(ctx, clients.Admin.Topics(), *tn); err != nil {
+		if epoch, ok, err := ledgerepoch.Read(ctx, j.Clients.Admin.Topics(), *tn); err != nil {
 			return nil, err
 		} else if ok {
 			epochs[t.Name] = epoch
 		}
 		ledgers = append(ledgers, t.Name)
 	}
-	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(dir, "."), CacheDir: cacheDir, Platform: gobuild.Platform{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
-	p, err := Start(ctx, graph, view, builder, epochs)
+	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(j.dir, "."), CacheDir: j.cacheDir, Platform: gobuild.Platform{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
+	p, err := Start(ctx, j.Graph, j.View.Name, builder, epochs)
 	if err != nil {
 		return nil, err
 	}
-	clientOpts := svc.PulsarClientOptions()
+	clientOpts := j.svc.PulsarClientOptions()
 	clientOpts.Logger = services.QuietPulsarLogger()
 	client, err := pulsar.NewClient(clientOpts)
 	if err != nil {

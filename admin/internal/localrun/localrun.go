@@ -37,15 +37,12 @@ type Message = localwire.Input
 
 // Pipeline is a view's path running locally.
 type Pipeline struct {
-	view   *manifest.View
 	stages []*stage
 	// sinkInput is the topic the view's sink reads.
 	sinkInput string
 	// DeadLetters counts the inputs each stage sent to its dead-letter
 	// topic, by stage name.
 	DeadLetters map[string]int64
-	// LastDeadLetter is one dead letter's reason, for reports.
-	LastDeadLetter string
 }
 
 // stage is one function running as a child process.
@@ -69,7 +66,7 @@ func Start(ctx context.Context, graph *manifest.Graph, view string, builder *gob
 	p := &Pipeline{DeadLetters: map[string]int64{}}
 	for _, st := range path {
 		if st.View != nil {
-			p.view, p.sinkInput = st.View, st.View.Sink.Input
+			p.sinkInput = st.View.Sink.Input
 			continue
 		}
 		s, err := startStage(ctx, st, builder, epochs)
@@ -81,9 +78,6 @@ func Start(ctx context.Context, graph *manifest.Graph, view string, builder *gob
 	}
 	return p, nil
 }
-
-// View is the view whose path runs.
-func (p *Pipeline) View() *manifest.View { return p.view }
 
 func startStage(ctx context.Context, st *manifest.Stage, builder *gobuild.Builder, epochs map[string]string) (*stage, error) {
 	bin, err := builder.Build(ctx, st.Binary)
@@ -151,11 +145,14 @@ func instanceConf(st *manifest.Stage, epochs map[string]string) (string, error) 
 }
 
 // Feed runs a batch of ledger events (in ledger order) through the path and
-// calls op for every view operation, in ledger order, with its origin.
-func (p *Pipeline) Feed(events []Message, op func(cassandra.Op) error) error {
+// calls op for every view operation, in ledger order, with its origin and
+// the ledger event that caused it (for its publish and event time).
+func (p *Pipeline) Feed(events []Message, op func(cassandra.Op, Message) error) error {
 	pending := map[string][]Message{}
+	byOrigin := make(map[string]Message, len(events))
 	for _, e := range events {
 		pending[e.Topic] = append(pending[e.Topic], e)
+		byOrigin[eventKey(e.Topic, e.Ledger, e.Entry, e.Batch)] = e
 	}
 	for _, s := range p.stages {
 		var in []Message
@@ -172,7 +169,6 @@ func (p *Pipeline) Feed(events []Message, op func(cassandra.Op) error) error {
 		for _, o := range outs {
 			if o.Topic == s.st.DeadLetterTopic() {
 				p.DeadLetters[s.st.Name]++
-				p.LastDeadLetter = o.Properties[envelope.PropDeadLetterReason]
 				continue
 			}
 			pending[o.Topic] = append(pending[o.Topic], Message{Topic: o.Topic, Ledger: -1, Entry: -1, Batch: -1,
@@ -188,11 +184,17 @@ func (p *Pipeline) Feed(events []Message, op func(cassandra.Op) error) error {
 		if err != nil {
 			return fmt.Errorf("the origin of a view operation on %s: %w", p.sinkInput, err)
 		}
-		if err := op(cassandra.Op{View: vo, Origin: origin}); err != nil {
+		pos := origin.Position
+		if err := op(cassandra.Op{View: vo, Origin: origin}, byOrigin[eventKey(origin.Topic, pos.Ledger, pos.Entry, int64(pos.Batch))]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// eventKey names a ledger event by its topic and position.
+func eventKey(topic string, ledger, entry, batch int64) string {
+	return fmt.Sprintf("%s %d:%d:%d", topic, ledger, entry, batch)
 }
 
 // sortByOrigin orders the inputs of a stage that reads several topics by
