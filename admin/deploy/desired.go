@@ -35,9 +35,10 @@ type desiredFunction struct {
 // renderFunctions builds every stage's binary and its function config, in
 // DAG order.
 //
-// Every function gets id's credentials in its secrets, and a stage that
-// reads a ledger topic gets the topic's epoch from epochs (ledger topic →
-// epoch) in its user config.
+// Every function gets id's credentials in its secrets, a stage that reads
+// a ledger topic gets the topic's epoch from epochs (ledger topic → epoch)
+// in its user config, and one whose partitioned output a function reads
+// routes by origin (manifest.Stage.RouteByOrigin).
 func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.Stage, builder *gobuild.Builder, cassandraHosts string, id identity, kubernetesSecret string, epochs map[string]string) ([]desiredFunction, error) {
 	out := make([]desiredFunction, 0, len(order))
 	for _, st := range order {
@@ -51,6 +52,9 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 		}
 		conf.Secrets = id.secrets(st.View != nil, kubernetesSecret)
 		setLedgerEpochs(&conf, st, epochs)
+		if _, set := conf.UserConfig[pf.UserConfigOutputRouting]; st.RouteByOrigin && !set {
+			conf.UserConfig[pf.UserConfigOutputRouting] = "origin"
+		}
 		conf.UserConfig[UserConfigBinary] = bin.SHA256
 		fp, err := fingerprint(conf)
 		if err != nil {

@@ -37,10 +37,11 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 		return err
 	}
 	for _, st := range stages {
-		for _, topic := range []string{st.Output, st.DeadLetterTopic()} {
-			if err := createTopic(ctx, pulsar, topic); err != nil {
-				return err
-			}
+		if err := createTopic(ctx, pulsar, st.Output, st.OutputPartitions); err != nil {
+			return err
+		}
+		if err := createTopic(ctx, pulsar, st.DeadLetterTopic(), 0); err != nil {
+			return err
 		}
 		if st.View != nil {
 			schema := st.View.Schema()
@@ -95,9 +96,9 @@ func stageEpochs(ctx context.Context, pulsar *pulsarx.Clients, set *manifest.Set
 	return epochs, nil
 }
 
-// createTopic creates a non-partitioned topic unless it exists ("" is no
-// topic).
-func createTopic(ctx context.Context, pulsar *pulsarx.Clients, topic string) error {
+// createTopic creates a topic with partitions (0: not partitioned) unless
+// it exists ("" is no topic).
+func createTopic(ctx context.Context, pulsar *pulsarx.Clients, topic string, partitions int) error {
 	if topic == "" {
 		return nil
 	}
@@ -105,7 +106,7 @@ func createTopic(ctx context.Context, pulsar *pulsarx.Clients, topic string) err
 	if err != nil {
 		return fmt.Errorf("naming topic %s: %w", topic, err)
 	}
-	if err := pulsar.Admin.Topics().CreateWithContext(ctx, *tn, 0); err != nil && !pulsarx.IsConflict(err) {
+	if err := pulsar.Admin.Topics().CreateWithContext(ctx, *tn, partitions); err != nil && !pulsarx.IsConflict(err) {
 		return fmt.Errorf("creating topic %s: %w", topic, err)
 	}
 	return nil

@@ -22,6 +22,9 @@ const (
 	UserConfigMaxRetries       = "maxRetries"
 	UserConfigRetryBackoffMs   = "retryBackoffMs"
 	UserConfigSubscriptionType = "subscriptionType"
+	// UserConfigOutputRouting is the runtime's key for the partition each
+	// output goes to (pf.UserConfigOutputRouting).
+	UserConfigOutputRouting = "outputRouting"
 )
 
 var namePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
@@ -302,6 +305,9 @@ func (s *Set) checkUserConfig(src Source, field string, uc map[string]any) Probl
 	}
 	if v, ok := uc[UserConfigSubscriptionType]; ok && v != "key_shared" && v != "failover" && v != "shared" {
 		ps = append(ps, src.Problem(field+"."+UserConfigSubscriptionType, "%v: want key_shared, failover or shared", v))
+	}
+	if v, ok := uc[UserConfigOutputRouting]; ok && v != "key" && v != "origin" {
+		ps = append(ps, src.Problem(field+"."+UserConfigOutputRouting, "%v: want key or origin", v))
 	}
 	return ps
 }

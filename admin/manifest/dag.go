@@ -26,7 +26,16 @@ type Stage struct {
 	Namespace string
 	Inputs    []string
 	// Output is the topic the stage writes, "" for a sink.
-	Output      string
+	Output string
+	// OutputPartitions is the partitions the manifests declare for Output
+	// (0: not partitioned); a backfill's copy of Output gets as many.
+	OutputPartitions int
+	// RouteByOrigin is set on a function whose partitioned output another
+	// function reads: deploy has the runtime send each record to the
+	// partition of its ledger origin (user config outputRouting origin),
+	// so that each partition of every topic downstream holds one ledger
+	// partition's events in ledger order.
+	RouteByOrigin bool
 	SubName     string
 	Binary      string
 	Parallelism int
@@ -55,11 +64,12 @@ func (s *Stage) problem(field, format string, args ...any) Problem {
 // Stages returns the pipeline functions, then the sinks, in manifest order.
 func (s *Set) Stages() []*Stage {
 	var stages []*Stage
+	partitions := s.Partitions()
 	for _, f := range s.Functions {
 		c := f.Config
 		stages = append(stages, &Stage{
 			Kind: StageFunction, Name: c.Name, Tenant: c.Tenant, Namespace: c.Namespace,
-			Inputs: c.Inputs, Output: c.Output, SubName: c.SubName, Binary: f.Binary,
+			Inputs: c.Inputs, Output: c.Output, OutputPartitions: partitions[c.Output], SubName: c.SubName, Binary: f.Binary,
 			Parallelism: c.Parallelism, Function: f,
 		})
 	}
@@ -77,6 +87,28 @@ func (s *Set) Stages() []*Stage {
 	return stages
 }
 
+// Partitions maps each topic the manifests declare partitioned (ledger
+// topics in the tenant manifest, pipeline topics under a pipeline's
+// topics) to its number of partitions.
+func (s *Set) Partitions() map[string]int {
+	out := map[string]int{}
+	if s.Tenant != nil {
+		for _, t := range s.Tenant.Ledger {
+			if t.Partitions > 0 {
+				out[t.Name] = t.Partitions
+			}
+		}
+	}
+	for _, p := range s.Pipelines {
+		for _, t := range p.Topics {
+			if t.Partitions > 0 {
+				out[t.Name] = t.Partitions
+			}
+		}
+	}
+	return out
+}
+
 // Graph is the DAG of stages linked by topics.
 type Graph struct {
 	// Order lists every stage upstream first: a stage comes after every
@@ -86,6 +118,8 @@ type Graph struct {
 	Writers map[string][]*Stage
 	// Ledger holds the ledger topics (written by ingest).
 	Ledger map[string]bool
+	// Partitions maps each partitioned topic to its partitions (Set.Partitions).
+	Partitions map[string]int
 }
 
 // Upstream returns the stages that write s's inputs.
@@ -123,7 +157,7 @@ func (g *Graph) Topics() []string {
 // writer, and there is no cycle.
 func (s *Set) Graph() (*Graph, Problems) {
 	stages := s.Stages()
-	g := &Graph{Writers: map[string][]*Stage{}, Ledger: map[string]bool{}}
+	g := &Graph{Writers: map[string][]*Stage{}, Ledger: map[string]bool{}, Partitions: s.Partitions()}
 	if s.Tenant != nil {
 		for _, t := range s.Tenant.Ledger {
 			g.Ledger[t.Name] = true
@@ -160,6 +194,7 @@ func (s *Set) Graph() (*Graph, Problems) {
 			}
 		}
 	}
+	routeByOrigin(stages)
 	ps = append(ps, g.orderingProblems(stages)...)
 	order, cycle := topologicalOrder(stages, g)
 	g.Order = order
@@ -207,13 +242,18 @@ func (s *Stage) batchesByKey() bool {
 // orderingProblems reports layouts that would break the sink's
 // exactly-once effect. The sink applies an operation only if its origin is
 // past the last one applied to the row from the same ledger partition, so
-// every row must receive its operations in ledger order. A row of a view
-// keyed like the ledger needs only each key's order; a re-keyed row (the
-// shop's product_sales, by SKU) gathers the events of many ledger keys and
-// needs the whole partition's order, through every function upstream —
-// which lint cannot tell apart, since it does not know which functions
-// re-key. Hence:
-//   - a function runs one instance: several interleave keys;
+// every row must receive each ledger partition's operations in ledger
+// order. A row of a view keyed like the ledger needs only each key's
+// order; a re-keyed row (the shop's product_sales, by SKU) gathers the
+// events of many ledger keys and needs the whole partition's order,
+// through every function upstream — which lint cannot tell apart, since it
+// does not know which functions re-key. Hence:
+//   - a function runs several instances only on a failover subscription of
+//     partitioned inputs: each partition then has one active instance,
+//     which sees it in order (several instances of one partition would
+//     interleave its keys). Its output, when another function reads it, is
+//     routed by origin (RouteByOrigin), so the next stage's partitions
+//     keep the same split; a view-operation topic is routed by row key;
 //   - a function batches by key (producerConfig.batchBuilder KEY_BASED)
 //     only when nothing but sinks reads its output: the key-based batcher
 //     sends each key's batch on its own and so reorders keys;
@@ -233,8 +273,9 @@ func (g *Graph) orderingProblems(stages []*Stage) Problems {
 	}
 	for _, st := range stages {
 		if st.Kind == StageFunction {
-			if st.Parallelism > 1 {
-				ps = append(ps, st.problem("parallelism", "%d instances of a function interleave the ledger's keys, and a view re-keyed downstream (a row fed by many ledger keys) then gets its operations out of order, which the sink's exactly-once check drops: run 1 instance (a view's sink may run several)", st.Parallelism))
+			ps = append(ps, g.functionParallelismProblems(st)...)
+			if routing, _ := st.userConfig()[UserConfigOutputRouting].(string); st.RouteByOrigin && routing != "" && !strings.EqualFold(routing, "origin") {
+				ps = append(ps, st.problem("userConfig."+UserConfigOutputRouting, "%q: function %s reads the partitioned %s, whose partitions must each hold one ledger partition's events: remove the key (deploy sets origin)", routing, readers[st.Output][0].Name, st.Output))
 			}
 			if st.batchesByKey() {
 				for _, r := range readers[st.Output] {
@@ -258,11 +299,56 @@ func (g *Graph) orderingProblems(stages []*Stage) Problems {
 				}
 			}
 		default:
-			ps = append(ps, st.problem("parallelism", "%d instances on a %s subscription apply a row's operations out of order: set userConfig.%s key_shared, or run 1 instance", st.Parallelism, st.subscriptionType(), UserConfigSubscriptionType))
+			ps = append(ps, st.problem("parallelism", "%d instances on a %s subscription apply a row's operations out of order: set userConfig.%s key_shared or failover, or run 1 instance", st.Parallelism, st.subscriptionType(), UserConfigSubscriptionType))
 			continue
 		}
 		if rc, ok := st.userConfig()["row_cache"]; !ok || rc != 0 {
 			ps = append(ps, st.problem("userConfig.row_cache", "view %s's sink runs %d instances: set 0, a cached row may be stale once another instance wrote it", st.View.Name, st.Parallelism))
+		}
+	}
+	return ps
+}
+
+// routeByOrigin sets RouteByOrigin on every function whose partitioned
+// output another function reads.
+func routeByOrigin(stages []*Stage) {
+	readByFunction := map[string]bool{}
+	for _, st := range stages {
+		if st.Kind == StageFunction {
+			for _, in := range st.Inputs {
+				readByFunction[in] = true
+			}
+		}
+	}
+	for _, st := range stages {
+		st.RouteByOrigin = st.Kind == StageFunction && st.OutputPartitions > 0 && readByFunction[st.Output]
+	}
+}
+
+// functionParallelismProblems reports a function that runs several
+// instances where they would interleave a ledger partition's events: on
+// any subscription but failover, or on an input that is not partitioned
+// (failover makes one instance active per partition, and a topic that is
+// not partitioned is one partition).
+func (g *Graph) functionParallelismProblems(st *Stage) Problems {
+	if st.Parallelism <= 1 {
+		return nil
+	}
+	if t := st.subscriptionType(); t != "failover" {
+		return Problems{st.problem("parallelism", "%d instances on a %s subscription interleave a ledger partition's keys, and a view re-keyed downstream (a row fed by many ledger keys) then gets its operations out of order, which the sink's exactly-once check drops: set userConfig.%s failover on partitioned inputs, or run 1 instance", st.Parallelism, t, UserConfigSubscriptionType)}
+	}
+	var ps Problems
+	for i, in := range st.Inputs {
+		n := g.Partitions[in]
+		switch {
+		case n == 0:
+			where := "declare it with partitions under the pipeline's topics"
+			if g.Ledger[in] {
+				where = "give it partitions in the tenant manifest's ledger"
+			}
+			ps = append(ps, st.problem(fmt.Sprintf("inputs[%d]", i), "%s is not partitioned, so only 1 of the %d instances would ever be active on its failover subscription: %s, or run 1 instance", in, st.Parallelism, where))
+		case st.Parallelism > n:
+			ps = append(ps, st.problem("parallelism", "%d instances for the %d partitions of %s: the extra instances would only stand by; run at most %d", st.Parallelism, n, in, n))
 		}
 	}
 	return ps

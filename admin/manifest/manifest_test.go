@@ -102,9 +102,33 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			want:  []wantProblem{{"functions/purchases.yaml", "maxMessageRetries", "maxMessageRetries", "set userConfig.maxRetries instead"}},
 		},
 		{
-			name:  "several instances of a function",
+			name:  "several instances of a function on a key_shared subscription",
 			edits: []edit{{"functions/user-activity.yaml", "parallelism: 1", "parallelism: 2"}},
-			want:  []wantProblem{{"functions/user-activity.yaml", "parallelism: 2", "parallelism", "2 instances of a function interleave the ledger's keys"}},
+			want:  []wantProblem{{"functions/user-activity.yaml", "parallelism: 2", "parallelism", "2 instances on a key_shared subscription interleave a ledger partition's keys"}},
+		},
+		{
+			name: "several failover instances of a function on a topic that is not partitioned",
+			edits: []edit{{"functions/user-activity.yaml", "parallelism: 1", "parallelism: 2"},
+				{"functions/user-activity.yaml", "subscriptionType: key_shared", "subscriptionType: failover"}},
+			want: []wantProblem{{"functions/user-activity.yaml", "- persistent://shop/pipeline/valid", "inputs[0]", "persistent://shop/pipeline/valid is not partitioned, so only 1 of the 2 instances"}},
+		},
+		{
+			name: "more failover instances than the ledger has partitions",
+			edits: []edit{{"tenant.yaml", "    partitions: 0", "    partitions: 2"},
+				{"functions/validate.yaml", "parallelism: 1", "parallelism: 3"},
+				{"functions/validate.yaml", "subscriptionType: key_shared", "subscriptionType: failover"}},
+			want: []wantProblem{{"functions/validate.yaml", "parallelism: 3", "parallelism", "3 instances for the 2 partitions of persistent://shop/ledger/events"}},
+		},
+		{
+			name:  "an output routing the runtime does not know",
+			edits: []edit{{"functions/validate.yaml", "  maxRetries: 3", "  maxRetries: 3\n  outputRouting: round-robin"}},
+			want:  []wantProblem{{"functions/validate.yaml", "outputRouting: round-robin", "userConfig.outputRouting", "round-robin: want key or origin"}},
+		},
+		{
+			name: "key routing where a function reads a partitioned topic",
+			edits: []edit{{"pipeline.yaml", "kind: Pipeline\n", "kind: Pipeline\ntopics:\n  - {name: persistent://shop/pipeline/valid, partitions: 2}\n"},
+				{"functions/validate.yaml", "  maxRetries: 3", "  maxRetries: 3\n  outputRouting: key"}},
+			want: []wantProblem{{"functions/validate.yaml", "outputRouting: key", "userConfig.outputRouting", "function user-activity reads the partitioned persistent://shop/pipeline/valid"}},
 		},
 		{
 			name:  "a function read by functions batches by key",
@@ -325,4 +349,33 @@ func hasProblem(problems manifest.Problems, file string, line int, field, messag
 		}
 	}
 	return false
+}
+
+// TestPartitionedDAGIsExact loads the shop laid out on 4 partitions, 4
+// instances of every stage: lint accepts it, the functions that feed
+// functions route by origin and the last ones by key, and a backfill's copy
+// of a path keeps the partitions of every topic.
+func TestPartitionedDAGIsExact(t *testing.T) {
+	set, err := manifest.Load(testenv.PartitionedShopManifests(t, 4))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	graph, problems := set.Graph()
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	byOrigin := map[string]bool{"validate": true, "purchases": true}
+	for _, st := range graph.Order {
+		if st.Kind == manifest.StageFunction && st.OutputPartitions != 4 {
+			t.Errorf("%s writes %s with %d partitions, want 4", st.Name, st.Output, st.OutputPartitions)
+		}
+		if st.RouteByOrigin != byOrigin[st.Name] {
+			t.Errorf("%s: RouteByOrigin %v, want %v", st.Name, st.RouteByOrigin, byOrigin[st.Name])
+		}
+	}
+	for _, st := range manifest.ForkPath(graph.PathTo("product_sales"), 2) {
+		if st.Kind == manifest.StageFunction && (st.OutputPartitions != 4 || !strings.Contains(st.Output, "-bf-")) {
+			t.Errorf("backfill copy %s writes %s with %d partitions, want a -bf- topic with 4", st.Name, st.Output, st.OutputPartitions)
+		}
+	}
 }

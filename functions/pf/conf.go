@@ -108,6 +108,8 @@ type instanceConf struct {
 	// LedgerEpochs gives ledger events without an epoch of their own the
 	// epoch of their topic (UserConfigLedgerEpochs).
 	LedgerEpochs ledgerEpochs
+	// Routing chooses each output's partition (UserConfigOutputRouting).
+	Routing routing
 	// GCPercent and MemoryLimitMB tune the Go garbage collector (gc.go);
 	// MemoryLimitMB 0 sets no limit.
 	GCPercent     int
@@ -440,6 +442,9 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 		return err
 	}
 	if c.LedgerEpochs, err = parseLedgerEpochs(c.UserConfig); err != nil {
+		return err
+	}
+	if c.Routing, err = parseRouting(c.UserConfig); err != nil {
 		return err
 	}
 	var subType string

@@ -677,6 +677,9 @@ func (inst *instance) producerOptions(topic string) pulsar.ProducerOptions {
 	if c.KeyBasedBatching {
 		opts.BatcherBuilderType = pulsar.KeyBasedBatchBuilder
 	}
+	if c.Routing == routeByOrigin {
+		opts.MessageRouter = routeByOriginPartition
+	}
 	return opts
 }
 

@@ -1,0 +1,60 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// ShopManifests copies the shop's manifests/ into a temporary folder and
+// returns the copy's path.
+func ShopManifests(t testing.TB) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "manifests")
+	if err := os.CopyFS(dst, os.DirFS(filepath.Join(RepoRoot(), "manifests"))); err != nil {
+		t.Fatalf("copying the shop manifests: %v", err)
+	}
+	return dst
+}
+
+// PartitionedShopManifests returns a copy of the shop's manifests laid out
+// to scale out: a ledger of n partitions, every pipeline topic with n
+// partitions, every function and sink n instances on failover
+// subscriptions (one active instance per partition), the sinks' row caches
+// off. foldline lint accepts it as exact.
+func PartitionedShopManifests(t testing.TB, n int) string {
+	t.Helper()
+	dir := ShopManifests(t)
+	edit := func(file, old, new string) {
+		t.Helper()
+		path := filepath.Join(dir, file)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), old) {
+			t.Fatalf("%s holds no %q", file, old)
+		}
+		if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(data), old, new)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit("tenant.yaml", "    partitions: 0", fmt.Sprintf("    partitions: %d", n))
+	var topics strings.Builder
+	topics.WriteString("topics:\n")
+	for _, topic := range []string{"valid", "purchases", "user-activity-ops", "product-sales-ops"} {
+		fmt.Fprintf(&topics, "  - name: persistent://shop/pipeline/%s\n    partitions: %d\n", topic, n)
+	}
+	edit("pipeline.yaml", "kind: Pipeline\n", "kind: Pipeline\n"+topics.String())
+	for _, f := range []string{"validate", "user-activity", "purchases", "product-sales"} {
+		file := "functions/" + f + ".yaml"
+		edit(file, "parallelism: 1", fmt.Sprintf("parallelism: %d", n))
+		edit(file, "subscriptionType: key_shared", "subscriptionType: failover")
+	}
+	for _, v := range []string{"user_activity", "product_sales"} {
+		edit("views/"+v+".yaml", "  parallelism: 1\n  userConfig:", fmt.Sprintf("  parallelism: %d\n  userConfig:\n    subscriptionType: failover\n    row_cache: 0", n))
+	}
+	return dir
+}
