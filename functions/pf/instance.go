@@ -230,9 +230,15 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 // replay early in a long ledger then stops reading instead of reading and
 // skipping the rest. It first waits until every earlier input's outputs
 // are confirmed and acknowledged, so that none is lost by the move.
+//
+// A partition's events are not skipped: pulsar-client-go moves every
+// partition of a partitioned topic's consumer at once, which would skip
+// the other partitions' events before the cutoff too. A replay of a
+// partitioned ledger reads each partition to its end and drops what is
+// past the cutoff.
 func (inst *instance) skipRest(msg pulsar.Message, acks acker) {
 	s, ok := acks.(seeker)
-	if !ok || inst.skipped[msg.Topic()] {
+	if _, partition := partitionOf(msg.Topic()); !ok || partition || inst.skipped[msg.Topic()] {
 		return
 	}
 	if inst.skipped == nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,13 +123,18 @@ func TestCutoffSkipsTheRestOfTheLedger(t *testing.T) {
 		name       string
 		userConfig map[string]any
 		wantLog    []string
+		partition  bool
 	}{
 		{"publish time", map[string]any{UserConfigUntilPublishTime: base.Add(2 * time.Second).Format(time.RFC3339Nano)},
-			[]string{"ack a", "ack b", "ack c", "seek", "ack d"}},
+			[]string{"ack a", "ack b", "ack c", "seek", "ack d"}, false},
+		// The consumer would move every partition at once, skipping the
+		// other partitions' earlier events: a partition reads on.
+		{"publish time, a partition of the ledger", map[string]any{UserConfigUntilPublishTime: base.Add(2 * time.Second).Format(time.RFC3339Nano)},
+			[]string{"ack a", "ack b", "ack c", "ack d"}, true},
 		{"position", map[string]any{UserConfigUntilPosition: "7:2:1"},
-			[]string{"ack a", "ack b", "ack c", "seek", "ack d"}},
+			[]string{"ack a", "ack b", "ack c", "seek", "ack d"}, false},
 		{"event time", map[string]any{UserConfigUntilEventTime: base.Add(2 * time.Second).Format(time.RFC3339Nano)},
-			[]string{"ack a", "ack b", "ack c", "ack d"}},
+			[]string{"ack a", "ack b", "ack c", "ack d"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conf := testConf()
@@ -146,6 +152,9 @@ func TestCutoffSkipsTheRestOfTheLedger(t *testing.T) {
 			for entry := int64(1); entry <= 4; entry++ {
 				msg := publishedAt{ledgerEvent(string(rune('a'+entry-1)), entry), base.Add(time.Duration(entry) * time.Second)}
 				msg.eventTime = base.Add(eventTimes[entry-1] * time.Second)
+				if !tc.partition {
+					msg.topic = strings.TrimSuffix(inTopic, "-partition-0") // a ledger of one topic
+				}
 				if err := inst.process(t.Context(), msg, acks); err != nil {
 					t.Fatal(err)
 				}
