@@ -202,20 +202,48 @@ func PrepareLedger(ctx context.Context, svc services.Services, tenant, ledgerTop
 	if err != nil {
 		return "", err
 	}
+	// Deduplication runs per topic the broker stores: each partition of a
+	// partitioned ledger.
+	stored := []utils.TopicName{*topic}
+	meta, err := admin.Topics().GetMetadataWithContext(ctx, *topic)
+	if err != nil && !pulsarx.IsNotFound(err) {
+		return "", fmt.Errorf("reading partitions of %s: %w", topic, err)
+	}
+	if err == nil && meta.Partitions > 0 {
+		stored = stored[:0]
+		for i := range meta.Partitions {
+			part, err := topic.GetPartition(i)
+			if err != nil {
+				return "", fmt.Errorf("naming partition %d of %s: %w", i, topic, err)
+			}
+			stored = append(stored, *part)
+		}
+	}
+	for _, t := range stored {
+		if err := awaitDeduplication(ctx, admin, t); err != nil {
+			return "", err
+		}
+	}
+	return epoch, nil
+}
+
+// awaitDeduplication waits until the broker deduplicates topic (a stored
+// topic: a partition, or a topic that is not partitioned).
+func awaitDeduplication(ctx context.Context, admin pulsaradmin.Client, topic utils.TopicName) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		stats, err := admin.Topics().GetInternalStatsWithContext(ctx, *topic)
+		stats, err := admin.Topics().GetInternalStatsWithContext(ctx, topic)
 		if err == nil {
 			if _, ok := stats.Cursors[dedupCursor]; ok {
-				return epoch, nil
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("waiting for deduplication to become active on %s: still inactive after 60s (last error: %v)", topic, err)
+			return fmt.Errorf("waiting for deduplication to become active on %s: still inactive after 60s (last error: %v)", topic.String(), err)
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for deduplication on %s: %w", topic, ctx.Err())
+			return fmt.Errorf("waiting for deduplication on %s: %w", topic.String(), ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

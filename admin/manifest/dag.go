@@ -36,9 +36,9 @@ type Stage struct {
 	// so that each partition of every topic downstream holds one ledger
 	// partition's events in ledger order.
 	RouteByOrigin bool
-	SubName     string
-	Binary      string
-	Parallelism int
+	SubName       string
+	Binary        string
+	Parallelism   int
 	// Function is set for a pipeline function, View for a sink.
 	Function *Function
 	View     *View
@@ -258,11 +258,13 @@ func (s *Stage) batchesByKey() bool {
 //     only when nothing but sinks reads its output: the key-based batcher
 //     sends each key's batch on its own and so reorders keys;
 //   - a sink may run several instances, each row being one message key, on
-//     a failover subscription, or on a key_shared one whose input's writers
-//     batch by key (Pulsar hands a batch whole to the instance of its first
-//     message's key); either way with the row cache off (row_cache 0:
-//     another instance may have written the row since, a failover one
-//     included, after a takeover and back).
+//     a key_shared subscription whose input's writers batch by key (Pulsar
+//     hands a batch whole to the instance of its first message's key, and
+//     holds a key moved to a joining instance back until the messages the
+//     previous one got are acknowledged), with the row cache off (row_cache
+//     0: another instance may have written the row since). Not on a
+//     failover subscription: it moves a partition to a joining instance at
+//     once, while the previous one still applies what it had received.
 func (g *Graph) orderingProblems(stages []*Stage) Problems {
 	var ps Problems
 	readers := map[string][]*Stage{}
@@ -292,6 +294,12 @@ func (g *Graph) orderingProblems(stages []*Stage) Problems {
 		}
 		switch st.subscriptionType() {
 		case "failover":
+			// A failover subscription hands a partition to an instance
+			// that joins while the one before still applies what it had
+			// received: two writers of a row, each folding from what it
+			// read, and one of them loses the other's operations.
+			ps = append(ps, st.problem("parallelism", "%d instances on a failover subscription: when an instance (re)joins, Pulsar moves a partition to it while the previous instance still applies the operations it had received, so two instances write one row and one loses the other's operations; set userConfig.%s key_shared (Pulsar holds a moved key back until its earlier messages are acknowledged), or run 1 instance", st.Parallelism, UserConfigSubscriptionType))
+			continue
 		case "key_shared":
 			for _, w := range g.Writers[st.Inputs[0]] {
 				if !w.batchesByKey() {

@@ -149,9 +149,9 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			},
 		},
 		{
-			name:  "several instances of a failover sink with its row cache on",
-			edits: []edit{{"views/user_activity.yaml", "  parallelism: 1\n  userConfig:", "  parallelism: 2\n  userConfig:\n    subscriptionType: failover"}},
-			want:  []wantProblem{{"views/user_activity.yaml", "userConfig:", "sink.userConfig.row_cache", "view user_activity's sink runs 2 instances: set 0"}},
+			name:  "several instances of a failover sink",
+			edits: []edit{{"views/user_activity.yaml", "  parallelism: 1\n  userConfig:", "  parallelism: 2\n  userConfig:\n    subscriptionType: failover\n    row_cache: 0"}},
+			want:  []wantProblem{{"views/user_activity.yaml", "parallelism: 2", "sink.parallelism", "2 instances on a failover subscription: when an instance (re)joins"}},
 		},
 		{
 			name:  "several instances of a sink on a shared subscription",

@@ -21,9 +21,10 @@ func ShopManifests(t testing.TB) string {
 
 // PartitionedShopManifests returns a copy of the shop's manifests laid out
 // to scale out: a ledger of n partitions, every pipeline topic with n
-// partitions, every function and sink n instances on failover
-// subscriptions (one active instance per partition), the sinks' row caches
-// off. foldline lint accepts it as exact.
+// partitions, every function n instances on failover subscriptions (one
+// active instance per partition), every sink n instances on key_shared
+// subscriptions of operations batched by key, with its row cache off.
+// foldline lint accepts it as exact.
 func PartitionedShopManifests(t testing.TB, n int) string {
 	t.Helper()
 	dir := ShopManifests(t)
@@ -53,8 +54,13 @@ func PartitionedShopManifests(t testing.TB, n int) string {
 		edit(file, "parallelism: 1", fmt.Sprintf("parallelism: %d", n))
 		edit(file, "subscriptionType: key_shared", "subscriptionType: failover")
 	}
+	// The last stages batch by key, so that the sinks' key_shared
+	// subscriptions hand each row's operations to one instance.
+	for _, f := range []string{"user-activity", "product-sales"} {
+		edit("functions/"+f+".yaml", fmt.Sprintf("parallelism: %d", n), fmt.Sprintf("parallelism: %d\nproducerConfig:\n  batchBuilder: KEY_BASED", n))
+	}
 	for _, v := range []string{"user_activity", "product_sales"} {
-		edit("views/"+v+".yaml", "  parallelism: 1\n  userConfig:", fmt.Sprintf("  parallelism: %d\n  userConfig:\n    subscriptionType: failover\n    row_cache: 0", n))
+		edit("views/"+v+".yaml", "  parallelism: 1\n  userConfig:", fmt.Sprintf("  parallelism: %d\n  userConfig:\n    subscriptionType: key_shared\n    row_cache: 0", n))
 	}
 	return dir
 }
