@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/foldline/foldline/admin/backfill"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
+	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/internal/testenv"
 )
 
@@ -46,11 +48,29 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	}
 	s.waitForFold(t, 8*time.Minute)
 
+	// A backfill of the re-keyed view copies its path with the same
+	// partitions and instances, and replays it identically.
+	opts := s.backfillOptions("product_sales", s.opts.Dir)
+	opts.RequireIdentical = true
+	res, err := backfill.Run(t.Context(), opts, false)
+	if err != nil {
+		t.Fatalf("backfilling product_sales: %v", err)
+	}
+	if res.Diff == nil || !res.Diff.Identical() || res.Diff.NewRows == 0 {
+		t.Fatalf("diff %+v, want identical non-empty tables", res.Diff)
+	}
+	s.ingest(t, generate(t, 1000, 16))
+	s.waitForFold(t, 3*time.Minute)
+
 	pulsar, err := pulsarx.Connect(s.svc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range partitionedStages {
+	stages := slices.Clone(partitionedStages)
+	// The backfill's copies now serve product_sales.
+	suffix := manifest.ForkSuffix(res.Table)
+	stages[2], stages[3], stages[5] = "purchases"+suffix, "product-sales"+suffix, res.Table+"-sink"
+	for _, name := range stages {
 		stats, err := pulsar.Functions.GetFunctionStatsWithContext(t.Context(), s.tenant, pipelineNS, name)
 		if err != nil {
 			t.Fatalf("reading the stats of %s: %v", name, err)
@@ -66,7 +86,7 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	}
 	// Every partition of every pipeline topic got events: the ledger's
 	// split by key carried through the stages, routed by origin.
-	for _, topic := range []string{"valid", "purchases", "user-activity-ops", "product-sales-ops"} {
+	for _, topic := range []string{"valid", "purchases", "user-activity-ops", "product-sales-ops", "purchases" + suffix, "product-sales-ops" + suffix} {
 		full := "persistent://" + s.tenant + "/" + pipelineNS + "/" + topic
 		for p := range partitionCount {
 			n, err := pulsarx.Entries(t.Context(), pulsar, partitionName(full, p))
