@@ -164,16 +164,9 @@ func (j *Job) OverLedger(ctx context.Context, batch func([]Message), op func(cas
 		return nil, fmt.Errorf("connecting to Pulsar: %w", err)
 	}
 	defer client.Close()
-	for events, err := range ReadLedger(ctx, client, ledgers, 2000) {
-		if err != nil {
-			p.Close()
-			return nil, err
-		}
-		batch(events)
-		if err := p.Feed(events, op); err != nil {
-			p.Close()
-			return nil, err
-		}
+	if err := p.Stream(ctx, ReadLedger(ctx, client, ledgers, 2000), batch, op); err != nil {
+		p.Close()
+		return nil, err
 	}
 	if err := p.Close(); err != nil {
 		return nil, err

@@ -43,6 +43,11 @@ type Pipeline struct {
 	// DeadLetters counts the inputs each stage sent to its dead-letter
 	// topic, by stage name.
 	DeadLetters map[string]int64
+	// OnDeadLetter, when set, receives every dead letter (its topic is the
+	// stage's dead-letter topic), e.g. to publish it there.
+	OnDeadLetter func(*localwire.Output) error
+
+	mu sync.Mutex // guards DeadLetters while Stream's stages run
 }
 
 // stage is one function running as a child process.
@@ -63,6 +68,13 @@ func Start(ctx context.Context, graph *manifest.Graph, view string, builder *gob
 	if len(path) == 0 {
 		return nil, fmt.Errorf("running view %s locally: the manifests have no such view", view)
 	}
+	return StartPath(ctx, path, builder, epochs)
+}
+
+// StartPath is Start for a path of stages, upstream first, ending in a
+// view's sink: a view's path (manifest.Graph.PathTo), or a backfill's copy
+// of one (manifest.ForkPath).
+func StartPath(ctx context.Context, path []*manifest.Stage, builder *gobuild.Builder, epochs map[string]string) (*Pipeline, error) {
 	p := &Pipeline{DeadLetters: map[string]int64{}}
 	for _, st := range path {
 		if st.View != nil {
@@ -149,10 +161,8 @@ func instanceConf(st *manifest.Stage, epochs map[string]string) (string, error) 
 // the ledger event that caused it (for its publish and event time).
 func (p *Pipeline) Feed(events []Message, op func(cassandra.Op, Message) error) error {
 	pending := map[string][]Message{}
-	byOrigin := make(map[string]Message, len(events))
 	for _, e := range events {
 		pending[e.Topic] = append(pending[e.Topic], e)
-		byOrigin[eventKey(e.Topic, e.Ledger, e.Entry, e.Batch)] = e
 	}
 	for _, s := range p.stages {
 		var in []Message
@@ -162,34 +172,15 @@ func (p *Pipeline) Feed(events []Message, op func(cassandra.Op, Message) error) 
 		if len(s.st.Inputs) > 1 {
 			sortByOrigin(in)
 		}
-		outs, err := s.run(in)
+		next, err := p.step(s, in)
 		if err != nil {
 			return err
 		}
-		for _, o := range outs {
-			if o.Topic == s.st.DeadLetterTopic() {
-				p.DeadLetters[s.st.Name]++
-				continue
-			}
-			pending[o.Topic] = append(pending[o.Topic], Message{Topic: o.Topic, Ledger: -1, Entry: -1, Batch: -1,
-				Key: o.Key, Payload: o.Payload, Properties: o.Properties, EventTime: o.EventTime})
+		for _, m := range next {
+			pending[m.Topic] = append(pending[m.Topic], m)
 		}
 	}
-	for _, m := range pending[p.sinkInput] {
-		vo, err := envelope.DecodeViewOp(m.Payload)
-		if err != nil {
-			return fmt.Errorf("a view operation on %s: %w", p.sinkInput, err)
-		}
-		origin, err := envelope.OriginFromProperties(m.Properties)
-		if err != nil {
-			return fmt.Errorf("the origin of a view operation on %s: %w", p.sinkInput, err)
-		}
-		pos := origin.Position
-		if err := op(cassandra.Op{View: vo, Origin: origin}, byOrigin[eventKey(origin.Topic, pos.Ledger, pos.Entry, int64(pos.Batch))]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return p.emit(events, pending[p.sinkInput], op)
 }
 
 // eventKey names a ledger event by its topic and position.

@@ -1,0 +1,170 @@
+package localrun
+
+import (
+	"context"
+	"fmt"
+	"iter"
+
+	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/pf/localwire"
+	"github.com/foldline/foldline/sinks/cassandra"
+)
+
+// chain reports whether the path is a chain: the first stage reads only
+// ledger topics, and every later one reads exactly the output of the one
+// before it, which the view's sink reads last. A chain's stages can work
+// at once on successive batches (Stream).
+func (p *Pipeline) chain() bool {
+	if len(p.stages) == 0 {
+		return false
+	}
+	for i, s := range p.stages[1:] {
+		if len(s.st.Inputs) != 1 || s.st.Inputs[0] != p.stages[i].st.Output {
+			return false
+		}
+	}
+	return p.stages[len(p.stages)-1].st.Output == p.sinkInput
+}
+
+// flowing is one batch on its way down a chain: the ledger events it
+// started as, and what the last stage made of them so far.
+type flowing struct {
+	events []Message
+	msgs   []Message
+	err    error
+}
+
+// Stream runs the batches of ledger events through the path like Feed, but
+// with every stage of a chain working at once, each on its own batch: the
+// stages are separate processes, so a path of k stages keeps up to k+1
+// cores busy instead of one. op sees the view operations in the same order
+// as with Feed. A path that is no chain is fed batch by batch.
+func (p *Pipeline) Stream(ctx context.Context, batches iter.Seq2[[]Message, error], batch func([]Message), op func(cassandra.Op, Message) error) error {
+	if !p.chain() {
+		for events, err := range batches {
+			if err != nil {
+				return err
+			}
+			batch(events)
+			if err := p.Feed(events, op); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	send := func(ch chan<- flowing, f flowing) bool {
+		select {
+		case ch <- f:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	// One goroutine reads the ledger, one runs each stage; channels of one
+	// batch let each work ahead by a batch.
+	head := make(chan flowing, 1)
+	go func() {
+		defer close(head)
+		for events, err := range batches {
+			if err != nil {
+				send(head, flowing{err: err})
+				return
+			}
+			if !send(head, flowing{events: events, msgs: events}) {
+				return
+			}
+		}
+	}()
+	in := head
+	for _, s := range p.stages {
+		out := make(chan flowing, 1)
+		go func(s *stage, in <-chan flowing, out chan<- flowing) {
+			defer close(out)
+			for f := range in {
+				if f.err == nil {
+					f.msgs, f.err = p.step(s, f.msgs)
+				}
+				if !send(out, f) || f.err != nil {
+					return
+				}
+			}
+		}(s, in, out)
+		in = out
+	}
+	for f := range in {
+		if f.err != nil {
+			return f.err
+		}
+		batch(f.events)
+		if err := p.emit(f.events, f.msgs, op); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// step runs one stage over its inputs and returns the outputs bound for
+// the next topic, counting (and, with OnDeadLetter, handing over) the
+// dead letters.
+func (p *Pipeline) step(s *stage, in []Message) ([]Message, error) {
+	outs, err := s.run(in)
+	if err != nil {
+		return nil, err
+	}
+	next := make([]Message, 0, len(outs))
+	for _, o := range outs {
+		if o.Topic == s.st.DeadLetterTopic() {
+			if err := p.deadLetter(s, o); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		next = append(next, Message{Topic: o.Topic, Ledger: -1, Entry: -1, Batch: -1,
+			Key: o.Key, Payload: o.Payload, Properties: o.Properties, EventTime: o.EventTime})
+	}
+	return next, nil
+}
+
+// deadLetter counts a stage's dead letter and hands it to OnDeadLetter.
+func (p *Pipeline) deadLetter(s *stage, o *localwire.Output) error {
+	p.mu.Lock()
+	p.DeadLetters[s.st.Name]++
+	p.mu.Unlock()
+	if p.OnDeadLetter == nil {
+		return nil
+	}
+	if err := p.OnDeadLetter(o); err != nil {
+		return fmt.Errorf("sending a dead letter of %s to %s: %w", s.st.Name, o.Topic, err)
+	}
+	return nil
+}
+
+// emit decodes the view operations among msgs (the messages bound for the
+// sink's input) and calls op for each, with the ledger event among events
+// that caused it.
+func (p *Pipeline) emit(events, msgs []Message, op func(cassandra.Op, Message) error) error {
+	byOrigin := make(map[string]Message, len(events))
+	for _, e := range events {
+		byOrigin[eventKey(e.Topic, e.Ledger, e.Entry, e.Batch)] = e
+	}
+	for _, m := range msgs {
+		if m.Topic != p.sinkInput {
+			continue
+		}
+		vo, err := envelope.DecodeViewOp(m.Payload)
+		if err != nil {
+			return fmt.Errorf("a view operation on %s: %w", p.sinkInput, err)
+		}
+		origin, err := envelope.OriginFromProperties(m.Properties)
+		if err != nil {
+			return fmt.Errorf("the origin of a view operation on %s: %w", p.sinkInput, err)
+		}
+		pos := origin.Position
+		if err := op(cassandra.Op{View: vo, Origin: origin}, byOrigin[eventKey(origin.Topic, pos.Ledger, pos.Entry, int64(pos.Batch))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
