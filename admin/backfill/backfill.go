@@ -104,6 +104,9 @@ type Options struct {
 	// UntilClock is what an RFC 3339 Until cuts by: ClockPublish (default)
 	// or ClockEvent.
 	UntilClock string
+	// Engine is how the copy catches up: EngineDeployed, EngineFused or
+	// EngineAuto (default).
+	Engine string
 }
 
 func (o *Options) defaults() {
@@ -260,6 +263,15 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 		fmt.Fprintf(opts.ErrOut, "replaying %s as of %s into %s.%s (active: %s, not switched) over %d ledger entries\n", view, rec.Until, ks, rec.Table, orNone(rec.OldTable), sum(rec.LedgerAtStart))
 	} else {
 		fmt.Fprintf(opts.ErrOut, "backfilling %s into %s.%s (active: %s) over %d ledger entries\n", view, ks, rec.Table, orNone(rec.OldTable), sum(rec.LedgerAtStart))
+	}
+	engine, err := chooseEngine(opts.Engine, sum(rec.LedgerAtStart))
+	if err != nil {
+		return rec, err
+	}
+	if engine == EngineFused {
+		if _, err := e.fuse(ctx, opts, forked); err != nil {
+			return rec, fmt.Errorf("%w (foldline backfill --abort %s removes what it left; --engine deployed runs it on the functions worker)", err, view)
+		}
 	}
 	if err := e.createStages(ctx, opts, forked); err != nil {
 		return rec, fmt.Errorf("deploying the backfill of %s (see foldline status; foldline backfill --abort %s removes it): %w", view, view, err)

@@ -1,0 +1,270 @@
+package backfill
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/internal/ledgerepoch"
+	"github.com/foldline/foldline/admin/internal/localrun"
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/pf/localwire"
+	"github.com/foldline/foldline/internal/services"
+	"github.com/foldline/foldline/sinks/cassandra"
+)
+
+// The engines that bring a backfill's copy up to the ledger's end
+// (Options.Engine).
+const (
+	// EngineDeployed deploys the copy with subscriptions at the ledger's
+	// first event: the functions worker runs the whole catch-up, every
+	// event crossing a topic between stages.
+	EngineDeployed = "deployed"
+	// EngineFused first runs the copy's path on this machine over the
+	// ledger as it is — every function binary in one local process of its
+	// own (pf's -local mode), no topic in between, the sink's own code
+	// writing the new table — and then deploys the copy with the ledger
+	// subscriptions at the last event it read, to carry on live.
+	EngineFused = "fused"
+	// EngineAuto is fused for a ledger of at least fusedFromEntries
+	// entries, deployed below: the fused run's fixed cost (starting a
+	// process per function, connecting) pays off only on a long ledger.
+	EngineAuto = "auto"
+)
+
+// fusedFromEntries is where EngineAuto starts to fuse.
+const fusedFromEntries = 200
+
+// chooseEngine resolves engine for a ledger of entries entries.
+func chooseEngine(engine string, entries int64) (string, error) {
+	switch engine {
+	case EngineDeployed, EngineFused:
+		return engine, nil
+	case EngineAuto, "":
+		if entries >= fusedFromEntries {
+			return EngineFused, nil
+		}
+		return EngineDeployed, nil
+	}
+	return "", fmt.Errorf("--engine %q: want deployed, fused or auto: %w", engine, exitcode.ErrUsage)
+}
+
+// fuse runs the forked path locally over the ledger as it is now into the
+// new table, sends its dead letters to the copy's dead-letter topics, and
+// creates the subscriptions of the copy's ledger readers at the last event
+// it read of each ledger topic (partitions apart), so that the deployed
+// copy goes on from there. The event at that position comes once more; the
+// sink skips its operations as applied. It returns how many ledger events
+// it read.
+func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage) (int64, error) {
+	sink := forked[len(forked)-1]
+	schema := sink.View.Schema()
+	if err := cassandra.EnsureSchema(ctx, e.cql, schema, cassandra.Replication(e.set.Tenant.Replication)); err != nil {
+		return 0, fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, sink.View.Name, err)
+	}
+	settings, err := cassandra.ParseSettings(sink.View.Sink.UserConfig)
+	if err != nil {
+		return 0, fmt.Errorf("reading the sink settings of view %s: %w", sink.View.Name, err)
+	}
+	settings = settings.Defaults()
+	applier, err := cassandra.NewApplier(e.cql, schema, settings)
+	if err != nil {
+		return 0, err
+	}
+	defer applier.Close()
+
+	ledgers, epochs, err := e.ledgerInputs(ctx, forked)
+	if err != nil {
+		return 0, err
+	}
+	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(opts.Dir, "."), CacheDir: opts.CacheDir, Platform: gobuild.Platform{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}, Progress: opts.ErrOut}
+	path, err := localrun.StartPath(ctx, forked, builder, epochs)
+	if err != nil {
+		return 0, err
+	}
+	defer path.Close()
+	clientOpts := opts.Services.PulsarClientOptions()
+	clientOpts.Logger = services.QuietPulsarLogger()
+	client, err := pulsar.NewClient(clientOpts)
+	if err != nil {
+		return 0, fmt.Errorf("connecting to Pulsar: %w", err)
+	}
+	defer client.Close()
+	letters := &deadLetters{client: client, producers: map[string]pulsar.Producer{}}
+	defer letters.close()
+	path.OnDeadLetter = letters.send
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batcher := cassandra.NewBatcher(applier, settings.BuildingCut(), settings.Pipeline)
+	go batcher.Run(ctx)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		failure error
+		read    int64
+	)
+	last := map[string]localrun.Message{} // ledger topic (partition) → last event read
+	done := func(err error) {
+		if err != nil {
+			mu.Lock()
+			failure = err
+			mu.Unlock()
+		}
+		wg.Done()
+	}
+	start, lastReport := time.Now(), time.Now()
+	err = path.Stream(ctx, localrun.ReadLedger(ctx, client, ledgers, 2000), func(batch []localrun.Message) {
+		for _, m := range batch {
+			last[m.Topic] = m
+		}
+		read += int64(len(batch))
+		if time.Since(lastReport) >= 5*time.Second {
+			lastReport = time.Now()
+			fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d ledger events after %s\n", e.view.Name, read, time.Since(start).Round(time.Second))
+		}
+	}, func(op cassandra.Op, _ localrun.Message) error {
+		mu.Lock()
+		failed := failure
+		mu.Unlock()
+		if failed != nil {
+			return failed
+		}
+		wg.Add(1)
+		return batcher.SubmitAsync(ctx, op, done)
+	})
+	wg.Wait()
+	if err == nil {
+		err = failure
+	}
+	if err == nil {
+		err = letters.flush(ctx)
+	}
+	if err != nil {
+		return read, fmt.Errorf("running the backfill of %s on this machine: %w", e.view.Name, err)
+	}
+	fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d ledger events into %s.%s in %s; deploying the copy from there\n", e.view.Name, read, schema.Keyspace, schema.Table, time.Since(start).Round(100*time.Millisecond))
+	return read, e.subscribeAfter(ctx, forked, last)
+}
+
+// ledgerInputs returns the ledger topics the forked path reads and their
+// epochs.
+func (e *env) ledgerInputs(ctx context.Context, forked []*manifest.Stage) ([]string, map[string]string, error) {
+	var ledgers []string
+	epochs := map[string]string{}
+	for _, st := range forked {
+		for _, in := range st.Inputs {
+			if !e.graph.Ledger[in] {
+				continue
+			}
+			if _, seen := epochs[in]; seen {
+				continue
+			}
+			tn, err := utils.GetTopicName(in)
+			if err != nil {
+				return nil, nil, fmt.Errorf("naming topic %s: %w", in, err)
+			}
+			epoch, _, err := ledgerepoch.Read(ctx, e.pulsar.Admin.Topics(), *tn)
+			if err != nil {
+				return nil, nil, err
+			}
+			epochs[in] = epoch
+			ledgers = append(ledgers, in)
+		}
+	}
+	return ledgers, epochs, nil
+}
+
+// subscribeAfter creates the subscription of every forked stage that reads
+// a ledger topic at the last event read of each of its topics (a partition
+// for a partitioned ledger); a topic nothing was read of gets none here,
+// and the stage's own position (earliest) applies.
+func (e *env) subscribeAfter(ctx context.Context, forked []*manifest.Stage, last map[string]localrun.Message) error {
+	for _, st := range forked {
+		for _, in := range st.Inputs {
+			if !e.graph.Ledger[in] {
+				continue
+			}
+			for topic, m := range last {
+				if topic != in && !isPartitionOf(topic, in) {
+					continue
+				}
+				tn, err := utils.GetTopicName(topic)
+				if err != nil {
+					return fmt.Errorf("naming topic %s: %w", topic, err)
+				}
+				id := utils.MessageID{LedgerID: m.Ledger, EntryID: m.Entry, PartitionIndex: tn.GetPartitionIndex()}
+				if err := e.pulsar.Admin.Subscriptions().CreateWithContext(ctx, *tn, st.SubName, id); err != nil {
+					return fmt.Errorf("creating subscription %s of %s at %d:%d: %w", st.SubName, topic, m.Ledger, m.Entry, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// isPartitionOf reports whether topic is a partition of partitioned.
+func isPartitionOf(topic, partitioned string) bool {
+	return strings.HasPrefix(topic, partitioned+"-partition-")
+}
+
+// deadLetters publishes a local run's dead letters to their topics.
+type deadLetters struct {
+	client    pulsar.Client
+	producers map[string]pulsar.Producer
+	mu        sync.Mutex
+	err       error
+}
+
+// send publishes o; the stages of a local run call it at once.
+func (d *deadLetters) send(o *localwire.Output) error {
+	d.mu.Lock()
+	p, ok := d.producers[o.Topic]
+	failed := d.err
+	if !ok && failed == nil {
+		var err error
+		if p, err = d.client.CreateProducer(pulsar.ProducerOptions{Topic: o.Topic, SendTimeout: -1}); err != nil {
+			failed = fmt.Errorf("creating a producer on %s: %w", o.Topic, err)
+		} else {
+			d.producers[o.Topic] = p
+		}
+	}
+	d.mu.Unlock()
+	if failed != nil {
+		return failed
+	}
+	p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: o.Payload, Key: o.Key, Properties: o.Properties, EventTime: o.EventTime},
+		func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				d.mu.Lock()
+				d.err = fmt.Errorf("publishing a dead letter to %s: %w", o.Topic, err)
+				d.mu.Unlock()
+			}
+		})
+	return nil
+}
+
+func (d *deadLetters) flush(ctx context.Context) error {
+	for topic, p := range d.producers {
+		if err := p.FlushWithCtx(ctx); err != nil {
+			return fmt.Errorf("flushing the dead letters of %s: %w", topic, err)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
+}
+
+func (d *deadLetters) close() {
+	for _, p := range d.producers {
+		p.Close()
+	}
+}
