@@ -59,6 +59,16 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	if res.Diff == nil || !res.Diff.Identical() || res.Diff.NewRows == 0 {
 		t.Fatalf("diff %+v, want identical non-empty tables", res.Diff)
 	}
+	// The fused engine reads the partitioned ledger itself and positions
+	// the deployed copy's subscription on every partition.
+	fused := s.backfillOptions("user_activity", s.opts.Dir)
+	fused.RequireIdentical = true
+	fused.Engine = backfill.EngineFused
+	if res, err := backfill.Run(t.Context(), fused, false); err != nil {
+		t.Fatalf("backfilling user_activity with the fused engine: %v", err)
+	} else if res.Diff == nil || !res.Diff.Identical() || res.Diff.NewRows == 0 {
+		t.Fatalf("fused diff %+v, want identical non-empty tables", res.Diff)
+	}
 	s.ingest(t, generate(t, 1000, 16))
 	s.waitForFold(t, 3*time.Minute)
 
@@ -67,9 +77,12 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	stages := slices.Clone(partitionedStages)
-	// The backfill's copies now serve product_sales.
+	// The backfills' copies now serve both views (the old validate went
+	// with the second: the first had its own copy).
 	suffix := manifest.ForkSuffix(res.Table)
 	stages[2], stages[3], stages[5] = "purchases"+suffix, "product-sales"+suffix, res.Table+"-sink"
+	uaSuffix := manifest.ForkSuffix("user_activity_v2")
+	stages[0], stages[1], stages[4] = "validate"+uaSuffix, "user-activity"+uaSuffix, "user_activity_v2-sink"
 	for _, name := range stages {
 		stats, err := pulsar.Functions.GetFunctionStatsWithContext(t.Context(), s.tenant, pipelineNS, name)
 		if err != nil {
