@@ -121,6 +121,7 @@ func (s *Set) check() Problems {
 	for _, v := range s.Views {
 		ps = append(ps, s.checkView(v)...)
 	}
+	ps = append(ps, s.checkReplicaOverlap()...)
 	ps = append(ps, s.checkNames()...)
 	// The DAG is checked even when documents have problems, so that lint
 	// reports everything at once; a problem already reported for the same
