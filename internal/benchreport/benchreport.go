@@ -102,6 +102,7 @@ func Append(path string, figs ...Figure) error {
 // Write writes figs to w as JSON Lines.
 func Write(w io.Writer, figs ...Figure) error {
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // aims read "<= 8x", not "\u003c= 8x"
 	for _, f := range figs {
 		if err := enc.Encode(f); err != nil {
 			return fmt.Errorf("encoding figure %s/%s: %w", f.Bench, f.Figure, err)

@@ -49,6 +49,7 @@ func NewDocument(figs []Figure, generated time.Time, note string) Document {
 func (d Document) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	if err := enc.Encode(d); err != nil {
 		return fmt.Errorf("writing the bench document: %w", err)
 	}
