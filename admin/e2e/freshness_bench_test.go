@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -80,11 +81,10 @@ func BenchmarkFreshness(b *testing.B) {
 		s.waitForFold(b, 10*time.Minute)
 		loadAfter := loadAverage()
 
-		lat := run.latencies
+		lat := run.latencies()
 		if len(lat) == 0 {
 			b.Fatal("no sample became visible: nothing was measured")
 		}
-		slices.Sort(lat)
 		p50, p90, p99, most := quantile(lat, 0.50), quantile(lat, 0.90), quantile(lat, 0.99), lat[len(lat)-1]
 
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -102,6 +102,7 @@ func BenchmarkFreshness(b *testing.B) {
 		}
 		fmt.Fprintf(tw, "load average before / after (2 cores, shared)\t%s / %s\t\n", loadBefore, loadAfter)
 		tw.Flush()
+		run.printWindows(10 * time.Second)
 		if ingested > caughtUp*9/10 {
 			b.Logf("the views caught up within 10%% of the ingest's end: the burst measured the producer as much as the pipeline, and saturation may be higher")
 		}
@@ -130,11 +131,47 @@ func BenchmarkFreshness(b *testing.B) {
 
 // pacedRun is what publishPaced measured.
 type pacedRun struct {
-	rate      float64         // events per second actually published
-	took      time.Duration   // from the first send to the last
-	followed  int             // samples followed
-	lost      int             // samples whose row never showed them
-	latencies []time.Duration // published → visible, of the samples seen
+	rate     float64           // events per second actually published
+	took     time.Duration     // from the first send to the last
+	followed int               // samples followed
+	lost     int               // samples whose row never showed them
+	samples  []freshnessSample // of the samples seen, in no order
+}
+
+// freshnessSample is one event followed to its row.
+type freshnessSample struct {
+	sent    time.Duration // since the paced run's start
+	visible time.Duration // published → visible
+}
+
+// latencies returns the samples' published → visible times, sorted.
+func (r pacedRun) latencies() []time.Duration {
+	lat := make([]time.Duration, len(r.samples))
+	for i, s := range r.samples {
+		lat[i] = s.visible
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+// printWindows prints the samples' p50 and max per window of the run, by
+// when they were sent: whether a high quantile comes from a stall or from
+// the whole run.
+func (r pacedRun) printWindows(window time.Duration) {
+	byWindow := map[int]pacedRun{}
+	for _, s := range r.samples {
+		w := byWindow[int(s.sent/window)]
+		w.samples = append(w.samples, s)
+		byWindow[int(s.sent/window)] = w
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "sent at\tsamples\tp50\tmax\t\n")
+	for _, i := range slices.Sorted(maps.Keys(byWindow)) {
+		lat := byWindow[i].latencies()
+		fmt.Fprintf(tw, "%s–%s\t%d\t%s\t%s\t\n", time.Duration(i)*window, time.Duration(i+1)*window, len(lat),
+			quantile(lat, 0.5).Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+	}
+	tw.Flush()
 }
 
 // publishPaced publishes lines to the ledger at rate events per second, as
@@ -167,6 +204,7 @@ func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate flo
 		waiting sync.WaitGroup
 		failed  error
 	)
+	start := time.Now()
 	follow := func(user string, sent time.Time, id pulsar.MessageID) {
 		pos := envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
 		d, err := s.awaitApplied(ctx, table, user, pos, sent)
@@ -177,10 +215,9 @@ func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate flo
 			b.Logf("sample of %s at %s: %v", user, pos, err)
 			return
 		}
-		run.latencies = append(run.latencies, d)
+		run.samples = append(run.samples, freshnessSample{sent: sent.Sub(start), visible: d})
 	}
 
-	start := time.Now()
 	for i, line := range lines {
 		if wait := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); wait > 0 {
 			time.Sleep(wait)
