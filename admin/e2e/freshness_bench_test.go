@@ -45,11 +45,12 @@ const (
 // the pipeline's sustained rate is the burst over the time from the first
 // publish until both views equal the fold of the ledger (polled every
 // second, so a long burst makes it exact). Then a paced producer publishes
-// at half that rate for FOLDLINE_FRESHNESS_SECONDS (default 60), and
-// freshnessSamplesPerSecond of its events are followed: each from just
-// before its send to the first read of its user's row whose last applied
-// ledger position (fl_applied, which the sink keeps for exactly-once
-// effect) has reached the event's. The marker is the sink's own
+// at half that rate (or at FOLDLINE_FRESHNESS_RATE events/s, to see the
+// latency away from saturation) for FOLDLINE_FRESHNESS_SECONDS (default
+// 60), and freshnessSamplesPerSecond of its events are followed: each from
+// just before its send to the first read of its user's row whose last
+// applied ledger position (fl_applied, which the sink keeps for
+// exactly-once effect) has reached the event's. The marker is the sink's own
 // bookkeeping, so the events are ordinary shop events and the views must
 // still equal the independent fold afterwards, which the benchmark checks.
 //
@@ -57,6 +58,7 @@ const (
 func BenchmarkFreshness(b *testing.B) {
 	burst := envInt(b, "FOLDLINE_FRESHNESS_BURST", 100_000)
 	seconds := envInt(b, "FOLDLINE_FRESHNESS_SECONDS", 60)
+	fixed := envInt(b, "FOLDLINE_FRESHNESS_RATE", 0)
 	s := deployShop(b, "fresh")
 	// Every stage started, subscribed and past its first batch.
 	s.ingest(b, generate(b, 2000, 41))
@@ -76,6 +78,9 @@ func BenchmarkFreshness(b *testing.B) {
 		saturation := float64(burst) / caughtUp.Seconds()
 
 		target := saturation / 2
+		if fixed > 0 {
+			target = float64(fixed)
+		}
 		paced := generate(b, int(target*float64(seconds)), 43)
 		run := s.publishPaced(b, table, paced, target)
 		s.waitForFold(b, 10*time.Minute)
