@@ -16,6 +16,7 @@ import (
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/shop/useractivity"
 	"github.com/foldline/foldline/functions/transform"
+	"github.com/foldline/foldline/internal/benchreport"
 )
 
 // Benchmarks of the sink against real Cassandra, skipping without it. One
@@ -91,15 +92,26 @@ func roundRobinStream(b *testing.B) []Op {
 	return ops
 }
 
+// The aims of issue 15 for the sink's events/s against the plain writer's.
+const (
+	aimShop          = ">= 3x"
+	aimNoCoalescing  = ">= 0.9x"
+	plainWriterLimit = "plain writer"
+)
+
 func BenchmarkShopUserActivity(b *testing.B) {
-	benchmarkStreams(b, func(b *testing.B) []Op { return shopStream(b, 1000) })
+	benchmarkStreams(b, "shop user_activity", aimShop, func(b *testing.B) []Op { return shopStream(b, 1000) })
 }
 
 func BenchmarkNoCoalescing(b *testing.B) {
-	benchmarkStreams(b, roundRobinStream)
+	benchmarkStreams(b, "no coalescing", aimNoCoalescing, roundRobinStream)
 }
 
-func benchmarkStreams(b *testing.B, stream func(*testing.B) []Op) {
+// benchmarkStreams runs the sink, the sink with one row per request and the
+// plain writer over the same stream; with FOLDLINE_BENCH_JSON set, the
+// sinks' events/s against the plain writer's go there (internal/benchreport),
+// the sink's with aim.
+func benchmarkStreams(b *testing.B, name, aim string, stream func(*testing.B) []Op) {
 	session, settings, keyspace := testKeyspace(b)
 	ops := stream(b)
 	table := 0
@@ -113,16 +125,17 @@ func benchmarkStreams(b *testing.B, stream func(*testing.B) []Op) {
 	}
 	settings.Concurrency = benchConcurrency
 	settings.BatchSize = benchBatch
-	sink := func(settings Settings) func(b *testing.B) {
-		return func(b *testing.B) { benchmarkSink(b, session, settings, fresh, ops) }
+	rates := map[string]float64{} // events/s of each contender that ran
+	sink := func(contender string, settings Settings) {
+		b.Run(contender, func(b *testing.B) { rates[contender] = benchmarkSink(b, session, settings, fresh, ops) })
 	}
-	b.Run("sink", sink(settings))
+	sink("sink", settings)
 	// The same sink with one row per CQL request, as the plain writer
 	// sends: what the bookkeeping and the reads cost without the row
 	// batches.
 	oneRow := settings
 	oneRow.RowsPerWrite = 1
-	b.Run("sink-one-row-per-request", sink(oneRow))
+	sink("sink-one-row-per-request", oneRow)
 	b.Run("plain", func(b *testing.B) {
 		var events int
 		var elapsed time.Duration
@@ -135,9 +148,30 @@ func benchmarkStreams(b *testing.B, stream func(*testing.B) []Op) {
 			elapsed += time.Since(start)
 			events += len(ops)
 		}
-		b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
-		b.ReportMetric(float64(events)/elapsed.Seconds(), "rows/s")
+		rates["plain"] = float64(events) / elapsed.Seconds()
+		b.ReportMetric(rates["plain"], "events/s")
+		b.ReportMetric(rates["plain"], "rows/s")
 	})
+	emitSinkFigures(b, name, aim, rates)
+}
+
+// emitSinkFigures emits the sinks' events/s against the plain writer's, for
+// the contenders that ran (a -bench pattern may have left some out).
+func emitSinkFigures(b *testing.B, stream, aim string, rates map[string]float64) {
+	plain, ok := rates["plain"]
+	if !ok {
+		return
+	}
+	var figs []benchreport.Figure
+	for _, c := range []struct{ contender, aim string }{{"sink", aim}, {"sink-one-row-per-request", ""}} {
+		if rate, ok := rates[c.contender]; ok {
+			figs = append(figs, benchreport.Figure{Bench: "sink", Figure: stream + ", " + c.contender, Value: rate, Unit: "events/s"}.
+				Against(plainWriterLimit, plain).Aiming(c.aim))
+		}
+	}
+	if err := benchreport.Emit(figs...); err != nil {
+		b.Error(err)
+	}
 }
 
 // plainWrite issues one single-row UPDATE per operation, setting the
@@ -185,8 +219,8 @@ func plainWrite(b *testing.B, session *gocql.Session, s ViewSchema, ops []Op, co
 
 // benchmarkSink applies ops into a fresh table per iteration through the
 // applier with settings, several batches in flight as the Batcher keeps
-// them.
-func benchmarkSink(b *testing.B, session *gocql.Session, settings Settings, fresh func(*testing.B) ViewSchema, ops []Op) {
+// them, and returns the events/s.
+func benchmarkSink(b *testing.B, session *gocql.Session, settings Settings, fresh func(*testing.B) ViewSchema, ops []Op) float64 {
 	var rows, events int
 	var elapsed time.Duration
 	for b.Loop() {
@@ -225,4 +259,5 @@ func benchmarkSink(b *testing.B, session *gocql.Session, settings Settings, fres
 	b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(rows)/elapsed.Seconds(), "rows/s")
 	b.ReportMetric(float64(events)/float64(rows), "events/row")
+	return float64(events) / elapsed.Seconds()
 }

@@ -1,0 +1,320 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/foldline/foldline/admin/ingest"
+	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/internal/benchreport"
+)
+
+const (
+	// freshnessSamplesPerSecond is how many of the paced events are
+	// followed to their row: enough for a p99 over a minute, few enough
+	// that polling their rows costs Cassandra little.
+	freshnessSamplesPerSecond = 20
+	// freshnessPoll is how often a sample's row is read: the resolution of
+	// the figures, with the read's own time.
+	freshnessPoll = 10 * time.Millisecond
+	// freshnessGiveUp bounds the wait for one sample's row.
+	freshnessGiveUp = 2 * time.Minute
+	// freshnessAim is issue 15's aim for the p99.
+	freshnessAim = "< 250 ms"
+)
+
+// BenchmarkFreshness measures how soon an event published to the ledger is
+// visible in its user_activity row, through the whole shop pipeline
+// (ledger → validate → user-activity → sink → Cassandra, product_sales's
+// branch running beside it), at half of the pipeline's saturation.
+//
+// Saturation is measured first, in the same run: a burst of
+// FOLDLINE_FRESHNESS_BURST events (default 100000) is ingested at once, and
+// the pipeline's sustained rate is the burst over the time from the first
+// publish until both views equal the fold of the ledger (polled every
+// second, so a long burst makes it exact). Then a paced producer publishes
+// at half that rate (or at FOLDLINE_FRESHNESS_RATE events/s, to see the
+// latency away from saturation) for FOLDLINE_FRESHNESS_SECONDS (default
+// 60), and freshnessSamplesPerSecond of its events are followed: each from
+// just before its send to the first read of its user's row whose last
+// applied ledger position (fl_applied, which the sink keeps for
+// exactly-once effect) has reached the event's. The marker is the sink's own
+// bookkeeping, so the events are ordinary shop events and the views must
+// still equal the independent fold afterwards, which the benchmark checks.
+//
+//	go test ./admin/e2e -run '^$' -bench Freshness -benchtime 1x -timeout 30m
+func BenchmarkFreshness(b *testing.B) {
+	burst := envInt(b, "FOLDLINE_FRESHNESS_BURST", 100_000)
+	seconds := envInt(b, "FOLDLINE_FRESHNESS_SECONDS", 60)
+	fixed := envInt(b, "FOLDLINE_FRESHNESS_RATE", 0)
+	s := deployShop(b, "fresh")
+	// Every stage started, subscribed and past its first batch.
+	s.ingest(b, generate(b, 2000, 41))
+	s.waitForFold(b, 5*time.Minute)
+	table, err := s.activeTable("user_activity")
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	for b.Loop() {
+		loadBefore := loadAverage()
+		start := time.Now()
+		s.ingest(b, generate(b, burst, 42))
+		ingested := time.Since(start)
+		s.waitForFold(b, 30*time.Minute)
+		caughtUp := time.Since(start)
+		saturation := float64(burst) / caughtUp.Seconds()
+
+		target := saturation / 2
+		if fixed > 0 {
+			target = float64(fixed)
+		}
+		paced := generate(b, int(target*float64(seconds)), 43)
+		run := s.publishPaced(b, table, paced, target)
+		s.waitForFold(b, 10*time.Minute)
+		loadAfter := loadAverage()
+
+		lat := run.latencies()
+		if len(lat) == 0 {
+			b.Fatal("no sample became visible: nothing was measured")
+		}
+		p50, p90, p99, most := quantile(lat, 0.50), quantile(lat, 0.90), quantile(lat, 0.99), lat[len(lat)-1]
+
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "what\tvalue\t\n")
+		fmt.Fprintf(tw, "saturation: %d events ingested in %s, views caught up after %s\t%.0f events/s\t\n",
+			burst, ingested.Round(10*time.Millisecond), caughtUp.Round(10*time.Millisecond), saturation)
+		fmt.Fprintf(tw, "paced: %d events over %s (%.2f of saturation)\t%.0f events/s\t\n",
+			len(paced), run.took.Round(10*time.Millisecond), run.rate/saturation, run.rate)
+		fmt.Fprintf(tw, "samples visible (of %d followed, every %s)\t%d\t\n", run.followed, freshnessPoll, len(lat))
+		for _, q := range []struct {
+			name string
+			d    time.Duration
+		}{{"published → row visible, p50", p50}, {"p90", p90}, {"p99 (aim " + freshnessAim + ")", p99}, {"max", most}} {
+			fmt.Fprintf(tw, "%s\t%s\t\n", q.name, q.d.Round(time.Millisecond))
+		}
+		fmt.Fprintf(tw, "load average before / after (2 cores, shared)\t%s / %s\t\n", loadBefore, loadAfter)
+		tw.Flush()
+		run.printWindows(10 * time.Second)
+		if ingested > caughtUp*9/10 {
+			b.Logf("the views caught up within 10%% of the ingest's end: the burst measured the producer as much as the pipeline, and saturation may be higher")
+		}
+		if run.lost > 0 {
+			b.Fatalf("%d of %d samples were not visible within %v", run.lost, run.followed, freshnessGiveUp)
+		}
+
+		ms := func(figure string, d time.Duration) benchreport.Figure {
+			return benchreport.Figure{Bench: "freshness", Figure: figure, Value: float64(d) / float64(time.Millisecond), Unit: "ms"}
+		}
+		err := benchreport.Emit(
+			benchreport.Figure{Bench: "freshness", Figure: fmt.Sprintf("saturation (burst of %d)", burst), Value: saturation, Unit: "events/s"},
+			benchreport.Figure{Bench: "freshness", Figure: "paced rate", Value: run.rate, Unit: "events/s"}.Against("saturation", saturation),
+			ms("published → visible p50", p50),
+			ms("published → visible p90", p90),
+			ms("published → visible p99", p99).Aiming(freshnessAim),
+			ms("published → visible max", most),
+		)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(p99)/float64(time.Millisecond), "p99-ms")
+		b.ReportMetric(saturation, "saturation-events/s")
+	}
+}
+
+// pacedRun is what publishPaced measured.
+type pacedRun struct {
+	rate     float64           // events per second actually published
+	took     time.Duration     // from the first send to the last
+	followed int               // samples followed
+	lost     int               // samples whose row never showed them
+	samples  []freshnessSample // of the samples seen, in no order
+}
+
+// freshnessSample is one event followed to its row.
+type freshnessSample struct {
+	sent    time.Duration // since the paced run's start
+	visible time.Duration // published → visible
+}
+
+// latencies returns the samples' published → visible times, sorted.
+func (r pacedRun) latencies() []time.Duration {
+	lat := make([]time.Duration, len(r.samples))
+	for i, s := range r.samples {
+		lat[i] = s.visible
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+// printWindows prints the samples' p50 and max per window of the run, by
+// when they were sent: whether a high quantile comes from a stall or from
+// the whole run.
+func (r pacedRun) printWindows(window time.Duration) {
+	byWindow := map[int]pacedRun{}
+	for _, s := range r.samples {
+		w := byWindow[int(s.sent/window)]
+		w.samples = append(w.samples, s)
+		byWindow[int(s.sent/window)] = w
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "sent at\tsamples\tp50\tmax\t\n")
+	for _, i := range slices.Sorted(maps.Keys(byWindow)) {
+		lat := byWindow[i].latencies()
+		fmt.Fprintf(tw, "%s–%s\t%d\t%s\t%s\t\n", time.Duration(i)*window, time.Duration(i+1)*window, len(lat),
+			quantile(lat, 0.5).Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+	}
+	tw.Flush()
+}
+
+// publishPaced publishes lines to the ledger at rate events per second, as
+// an application would (the user as the key), and follows a sample of them
+// to their user_activity row in table. It returns once every sample is
+// visible or given up.
+func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate float64) pacedRun {
+	b.Helper()
+	client, err := pulsar.NewClient(s.svc.PulsarClientOptions())
+	if err != nil {
+		b.Fatalf("connecting to Pulsar: %v", err)
+	}
+	defer client.Close()
+	producer, err := client.CreateProducer(pulsar.ProducerOptions{Topic: ingest.DefaultTopic(s.tenant)})
+	if err != nil {
+		b.Fatalf("creating a producer: %v", err)
+	}
+	defer producer.Close()
+
+	rejected := map[int]bool{}
+	for _, i := range foldAtCassandraPrecision(lines).Rejected {
+		rejected[i] = true
+	}
+	every := max(1, int(rate/freshnessSamplesPerSecond))
+	ctx, cancel := context.WithCancel(b.Context())
+	defer cancel()
+	var (
+		run     pacedRun
+		mu      sync.Mutex
+		waiting sync.WaitGroup
+		failed  error
+	)
+	start := time.Now()
+	follow := func(user string, sent time.Time, id pulsar.MessageID) {
+		pos := envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
+		d, err := s.awaitApplied(ctx, table, user, pos, sent)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			run.lost++
+			b.Logf("sample of %s at %s: %v", user, pos, err)
+			return
+		}
+		run.samples = append(run.samples, freshnessSample{sent: sent.Sub(start), visible: d})
+	}
+
+	for i, line := range lines {
+		if wait := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); wait > 0 {
+			time.Sleep(wait)
+		}
+		var ev struct{ User, Time string }
+		_ = json.Unmarshal(line, &ev) // malformed lines go as they are, and are not sampled
+		msg := &pulsar.ProducerMessage{Payload: line, Key: ev.User}
+		if at, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil {
+			msg.EventTime = at
+		}
+		sample := i%every == 0 && !rejected[i]
+		if sample {
+			run.followed++
+			waiting.Add(1)
+		}
+		sent := time.Now()
+		producer.SendAsync(ctx, msg, func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				mu.Lock()
+				failed = fmt.Errorf("publishing line %d: %w", i, err)
+				mu.Unlock()
+			}
+			if !sample {
+				return
+			}
+			if err != nil {
+				waiting.Done()
+				return
+			}
+			go func() {
+				defer waiting.Done()
+				follow(ev.User, sent, id)
+			}()
+		})
+	}
+	run.took = time.Since(start)
+	run.rate = float64(len(lines)) / run.took.Seconds()
+	if err := producer.Flush(); err != nil {
+		b.Fatalf("flushing the producer: %v", err)
+	}
+	waiting.Wait()
+	if failed != nil {
+		b.Fatal(failed)
+	}
+	s.ledger = append(s.ledger, lines...)
+	return run
+}
+
+// awaitApplied reads user's row in table every freshnessPoll until its last
+// applied ledger position has reached pos, and returns the time since sent.
+func (s *shop) awaitApplied(ctx context.Context, table, user string, pos envelope.Position, sent time.Time) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, freshnessGiveUp)
+	defer cancel()
+	stmt := `SELECT fl_applied FROM ` + s.keyspace + `.` + table + ` WHERE "user" = ?`
+	for {
+		var applied map[string]string
+		err := s.session.Query(stmt, user).WithContext(ctx).Scan(&applied)
+		seen := time.Since(sent)
+		if err != nil && ctx.Err() != nil {
+			return 0, fmt.Errorf("waiting for the row to apply the event: %w", ctx.Err())
+		}
+		// Before the user's first event the row does not exist (ErrNotFound):
+		// not visible yet, like an older position.
+		for _, p := range applied {
+			at, err := envelope.ParsePosition(p)
+			if err != nil {
+				return 0, fmt.Errorf("reading fl_applied of %s: %w", user, err)
+			}
+			if at.Event().Compare(pos) >= 0 {
+				return seen, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("waiting for the row to apply the event: %w", ctx.Err())
+		case <-time.After(freshnessPoll):
+		}
+	}
+}
+
+// quantile returns the q-quantile of sorted (nearest rank).
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// loadAverage is the machine's 1-minute load average, as /proc/loadavg
+// has it: how busy the shared cores were.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(raw))[0]
+}
