@@ -46,7 +46,7 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 		if err != nil {
 			return nil, fmt.Errorf("building function %s: %w", st.Name, err)
 		}
-		conf, err := functionConfig(st, cassandraHosts)
+		conf, err := functionConfig(st, cassandraHosts, set.Tenant.Replication)
 		if err != nil {
 			return nil, err
 		}
@@ -73,7 +73,7 @@ const sinkMemoryLimitMB = 512
 // functionConfig is the config a stage is deployed with: the function's
 // config file as is, or, for a sink, one derived from its view with the
 // table definition and Cassandra hosts in the user config.
-func functionConfig(st *manifest.Stage, cassandraHosts string) (utils.FunctionConfig, error) {
+func functionConfig(st *manifest.Stage, cassandraHosts string, replication map[string]string) (utils.FunctionConfig, error) {
 	if st.Function != nil {
 		conf := st.Function.Config
 		conf.UserConfig = maps.Clone(conf.UserConfig)
@@ -88,7 +88,9 @@ func functionConfig(st *manifest.Stage, cassandraHosts string) (utils.FunctionCo
 	// backfill (nobody reads it: larger, fewer writes) and when it is live.
 	// Its row cache (100 000 rows by default) is a live heap larger than the
 	// runtime's default soft memory limit.
-	uc := map[string]any{"hosts": cassandraHosts, "registry": registry.Table, "memoryLimitMB": sinkMemoryLimitMB}
+	// The sink checks the keyspace with the tenant's replication unless the
+	// view sets its own (which lint holds to the tenant's).
+	uc := map[string]any{"hosts": cassandraHosts, "registry": registry.Table, "memoryLimitMB": sinkMemoryLimitMB, "replication": map[string]string(replication)}
 	maps.Copy(uc, v.Sink.UserConfig)
 	schema, err := json.Marshal(v.Schema())
 	if err != nil {

@@ -69,13 +69,9 @@ func TestMultiNodeViewsSurviveANodeRestart(t *testing.T) {
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join(testenv.RepoRoot(), "manifests"))); err != nil {
 		t.Fatalf("copying the manifests: %v", err)
 	}
-	const rf2 = `{class: SimpleStrategy, replication_factor: "2"}`
+	// Deploy gives the sinks the tenant's replication to check the
+	// keyspace with.
 	editFile(t, filepath.Join(dir, "tenant.yaml"), `replication_factor: "1"`, `replication_factor: "2"`)
-	// The sink checks the keyspace with its own replication (default
-	// factor 1), which deploy does not set from the tenant's.
-	for _, view := range []string{"views/user_activity.yaml", "views/product_sales.yaml"} {
-		editFile(t, filepath.Join(dir, view), "    consistency: LOCAL_QUORUM", "    consistency: LOCAL_QUORUM\n    replication: "+rf2)
-	}
 	s := deployShopFrom(t, "multinode", dir)
 	if s.svc.CassandraHost != clusterHosts || s.svc.SinkHosts() != clusterHosts {
 		t.Fatalf("the services are %s, want Cassandra at %s", s.svc.Describe(), clusterHosts)

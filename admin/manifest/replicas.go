@@ -172,21 +172,20 @@ func (l replicaLayout) overlapProblem(level, keyspace string) string {
 	return ""
 }
 
-// checkSinkReplication checks the replication the sink checks the keyspace
-// with (its user config's, default replication factor 1) against the
-// tenant's: the sink refuses a keyspace whose replication differs, and
-// deploy does not hand it the tenant's.
+// checkSinkReplication checks a replication a view's sink sets itself
+// against the tenant's: the sink refuses a keyspace whose replication
+// differs from the one it checks with. A sink that sets none gets the
+// tenant's from deploy.
 func (s *Set) checkSinkReplication(v *View, sink cassandra.Replication) Problems {
+	if _, set := v.Sink.UserConfig["replication"]; !set {
+		return nil
+	}
 	want := s.Tenant.Replication
 	if sameReplication(sink, want) {
 		return nil
 	}
-	field, given := "sink.userConfig.replication", "its user config's replication"
-	if _, set := v.Sink.UserConfig["replication"]; !set {
-		field, given = "sink.userConfig", "the sink's default replication"
-	}
-	return Problems{v.Problem(field, "the sink checks keyspace %s with %s, %v, and refuses it as created with the tenant's, %v (%s): set sink.userConfig.replication to the tenant's",
-		s.Tenant.Keyspace, given, map[string]string(sink), map[string]string(want), s.Tenant.File)}
+	return Problems{v.Problem("sink.userConfig.replication", "the sink checks keyspace %s with %v, and refuses it as created with the tenant's, %v (%s): remove the key (deploy gives the sink the tenant's)",
+		s.Tenant.Keyspace, map[string]string(sink), map[string]string(want), s.Tenant.File)}
 }
 
 // sameReplication compares two replication maps as Cassandra keeps them.

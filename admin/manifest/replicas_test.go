@@ -53,9 +53,9 @@ func TestLoadRefusesConsistencyThatCannotBeExact(t *testing.T) {
 			want: []wantProblem{{ua, "consistency: LOCAL_QUORUM", "sink.userConfig.consistency", "replicas in 2 data centres"}},
 		},
 		{
-			name:  "the sink's default replication against the tenant's",
-			edits: []edit{rf("2"), sinkRF(ps, "2", "LOCAL_QUORUM")},
-			want:  []wantProblem{{ua, "userConfig:", "sink.userConfig", "refuses it as created with the tenant's"}},
+			name:  "a sink's own replication against the tenant's",
+			edits: []edit{sinkRF(ps, "2", "LOCAL_QUORUM")},
+			want:  []wantProblem{{ps, "replication:", "sink.userConfig.replication", "refuses it as created with the tenant's"}},
 		},
 		{
 			name:  "a bad replication factor",
