@@ -52,6 +52,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		opts := s.backfillOptions("user_activity", s.opts.Dir)
 		opts.Timeout = 60 * time.Minute
 		opts.ErrOut = os.Stderr // per-stage progress every 5 s: where the time goes
+		opts.Engine = backfill.EngineDeployed
 		cpuBefore = cpuTimes(services)
 		start := time.Now()
 		rec, err := backfill.Start(b.Context(), opts)
@@ -77,6 +78,22 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		if res.Diff == nil || !res.Diff.Identical() {
 			b.Fatalf("the replay differs: %v", res.Diff)
 		}
+		// The same backfill again (into the next version), fused: the
+		// path on this machine over the ledger, then deployed from there.
+		opts.Engine = backfill.EngineFused
+		cpuBefore = cpuTimes(services)
+		selfBefore := proc.CPUTimeWithChildren(os.Getpid())
+		start = time.Now()
+		fusedRes, err := backfill.Run(b.Context(), opts, false)
+		if err != nil {
+			b.Fatalf("backfilling with the fused engine: %v", err)
+		}
+		fusedTotal := time.Since(start)
+		fusedCPU := cpuSince(services, cpuBefore)
+		fusedCPU["this process and its stages (fused)"] = proc.CPUTimeWithChildren(os.Getpid()) - selfBefore
+		if fusedRes.Diff == nil || !fusedRes.Diff.Identical() {
+			b.Fatalf("the fused replay differs: %v", fusedRes.Diff)
+		}
 
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "events\twhat\ttime\tevents/s\tvs reader\t\n")
@@ -87,9 +104,11 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		row("one process, no topics (floor)", floorTime)
 		row("backfill, deploy to switch", total)
 		row("backfill, without deploying", total-deployed.Sub(start))
+		row("fused backfill, start to switch", fusedTotal)
 		tw.Flush()
 		printCPU(floorCPU, floorTime)
 		printCPU(cpu, total)
+		printCPU(fusedCPU, fusedTotal)
 		reader := fmt.Sprintf("plain reader of %d events", n)
 		seconds := func(figure string, d time.Duration) benchreport.Figure {
 			return benchreport.Figure{Bench: "backfill", Figure: figure, Value: d.Seconds(), Unit: "s"}.Against(reader, readTime.Seconds())
@@ -97,6 +116,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		if err := benchreport.Emit(
 			seconds("backfill, deploy to switch", total).Aiming(backfillAim),
 			seconds("backfill, without deploying", total-deployed.Sub(start)),
+			seconds("fused backfill, start to switch", fusedTotal).Aiming(backfillAim),
 		); err != nil {
 			b.Fatal(err)
 		}

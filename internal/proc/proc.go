@@ -44,7 +44,9 @@ const clockTicks = 100
 
 // CPUTime returns the CPU time (user and system) that process pid has used
 // so far, 0 when it is gone.
-func CPUTime(pid int) time.Duration {
+func CPUTime(pid int) time.Duration { return cpuTime(pid, false) }
+
+func cpuTime(pid int, withChildren bool) time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
@@ -60,8 +62,18 @@ func CPUTime(pid int) time.Duration {
 	}
 	utime, _ := strconv.ParseInt(fields[11], 10, 64)
 	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / clockTicks
+	ticks := utime + stime
+	if withChildren && len(fields) >= 15 {
+		cutime, _ := strconv.ParseInt(fields[13], 10, 64)
+		cstime, _ := strconv.ParseInt(fields[14], 10, 64)
+		ticks += cutime + cstime
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
 }
+
+// CPUTimeWithChildren is CPUTime plus the CPU time of the process's
+// children that have ended and been waited for (a local run's stages).
+func CPUTimeWithChildren(pid int) time.Duration { return cpuTime(pid, true) }
 
 // RSSKB returns the resident memory of process pid in kB, 0 when it is gone.
 func RSSKB(pid int) int64 {
