@@ -222,11 +222,16 @@ func (s *Stage) subscriptionType() string {
 	return "shared"
 }
 
+// userConfig is the stage's user config as the manifests give it; nil for
+// a stage known only by name (a backfill record's, see backfillrecord).
 func (s *Stage) userConfig() map[string]any {
-	if s.Function != nil {
+	switch {
+	case s.Function != nil:
 		return s.Function.Config.UserConfig
+	case s.View != nil:
+		return s.View.Sink.UserConfig
 	}
-	return s.View.Sink.UserConfig
+	return nil
 }
 
 // batchesByKey reports whether the stage's producer batches by key

@@ -84,3 +84,13 @@ func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
 		t.Error("PathTo of an unknown view is not nil")
 	}
 }
+
+// A stage known only by name (as a backfill record keeps it) has no user
+// config: asking for its dead-letter topic must not panic (a second
+// backfill of a view whose table the first one built did).
+func TestStageWithoutManifestHasNoDeadLetterTopic(t *testing.T) {
+	st := &manifest.Stage{Kind: manifest.StageFunction, Name: "validate-bf-user_activity_v2"}
+	if dlt := st.DeadLetterTopic(); dlt != "" {
+		t.Errorf("dead-letter topic %q, want none", dlt)
+	}
+}
