@@ -40,4 +40,14 @@ func TestFusedBackfill(t *testing.T) {
 	}
 	s.ingest(t, generate(t, 1500, 24))
 	s.waitForFold(t, 3*time.Minute)
+
+	// A second backfill replaces the fused one's copy as the old path.
+	opts.Engine = backfill.EngineDeployed
+	again, err := backfill.Run(t.Context(), opts, false)
+	if err != nil {
+		t.Fatalf("backfilling user_activity again: %v", err)
+	}
+	if again.OldTable != res.Table || again.Diff == nil || !again.Diff.Identical() {
+		t.Fatalf("second backfill %s → %s, diff %+v; want from %s, identical", again.OldTable, again.Table, again.Diff, res.Table)
+	}
 }
