@@ -34,27 +34,19 @@ const (
 	// writing the new table — and then deploys the copy with the ledger
 	// subscriptions at the last event it read, to carry on live.
 	EngineFused = "fused"
-	// EngineAuto is fused for a ledger of at least fusedFromEntries
-	// entries, deployed below: the fused run's fixed cost (starting a
-	// process per function, connecting) pays off only on a long ledger.
-	EngineAuto = "auto"
 )
 
-// fusedFromEntries is where EngineAuto starts to fuse.
-const fusedFromEntries = 200
-
-// chooseEngine resolves engine for a ledger of entries entries.
-func chooseEngine(engine string, entries int64) (string, error) {
+// chooseEngine resolves the engine a backfill was asked for; "" is
+// EngineDeployed, which measured as fast as or faster than EngineFused on
+// every ledger tried here (README, Benchmarks).
+func chooseEngine(engine string) (string, error) {
 	switch engine {
 	case EngineDeployed, EngineFused:
 		return engine, nil
-	case EngineAuto, "":
-		if entries >= fusedFromEntries {
-			return EngineFused, nil
-		}
+	case "":
 		return EngineDeployed, nil
 	}
-	return "", fmt.Errorf("--engine %q: want deployed, fused or auto: %w", engine, exitcode.ErrUsage)
+	return "", fmt.Errorf("--engine %q: want deployed or fused: %w", engine, exitcode.ErrUsage)
 }
 
 // fuse runs the forked path locally over the ledger as it is now into the

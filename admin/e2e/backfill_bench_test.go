@@ -83,12 +83,12 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		opts.Engine = backfill.EngineFused
 		cpuBefore = cpuTimes(services)
 		selfBefore := proc.CPUTimeWithChildren(os.Getpid())
-		start = time.Now()
+		fusedStart := time.Now()
 		fusedRes, err := backfill.Run(b.Context(), opts, false)
 		if err != nil {
 			b.Fatalf("backfilling with the fused engine: %v", err)
 		}
-		fusedTotal := time.Since(start)
+		fusedTotal := time.Since(fusedStart)
 		fusedCPU := cpuSince(services, cpuBefore)
 		fusedCPU["this process and its stages (fused)"] = proc.CPUTimeWithChildren(os.Getpid()) - selfBefore
 		if fusedRes.Diff == nil || !fusedRes.Diff.Identical() {
