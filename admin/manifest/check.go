@@ -303,6 +303,7 @@ func (s *Set) checkUserConfig(src Source, field string, uc map[string]any) Probl
 	if v, ok := uc[UserConfigSubscriptionType]; ok && v != "key_shared" && v != "failover" && v != "shared" {
 		ps = append(ps, src.Problem(field+"."+UserConfigSubscriptionType, "%v: want key_shared, failover or shared", v))
 	}
+	ps = append(ps, checkRuntimeClientConfig(src, field, uc)...)
 	return ps
 }
 
