@@ -85,11 +85,11 @@ func TestClientSettingsFromInstanceConf(t *testing.T) {
 				t.Errorf("settings\n got %+v\nwant %+v", c.Client, tt.want)
 			}
 			// An input spec's own queue wins for its input; the channel
-			// holds the largest.
+			// holds the largest, capped.
 			if c.Inputs[0].ReceiverQueueSize != tt.want.ReceiverQueueSize || c.Inputs[1].ReceiverQueueSize != 9000 {
 				t.Errorf("inputs %+v", c.Inputs)
 			}
-			if got := c.messageQueue(); got != max(9000, tt.want.ReceiverQueueSize) {
+			if got := c.messageQueue(); got != maxHandoff {
 				t.Errorf("message queue %d", got)
 			}
 			var opts pulsar.ProducerOptions

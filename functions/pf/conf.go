@@ -42,7 +42,7 @@ const (
 	maxRetryBackoff     = 30 * time.Second
 	// defaultGCPercent and defaultMemoryLimitMB: see gc.go.
 	defaultGCPercent     = 400
-	defaultMemoryLimitMB = 48
+	defaultMemoryLimitMB = 96
 )
 
 // inputSpec is one input topic or topic pattern.

@@ -39,6 +39,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
@@ -489,25 +490,38 @@ func measure(ctx context.Context, client pulsar.Client, c contender, in, out str
 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	var peakRSS atomic.Int64
-	go sampleRSS(ctx, pid, &peakRSS)
+	samples := &sampler{pid: pid, broker: broker}
+	go samples.run(ctx)
 
+	// The window is taken from the outputs' publish times, set by the
+	// contender's producer, not from when the reader got them: a contender
+	// faster than the reader would otherwise be measured at the reader's
+	// pace, and its CPU over a window in which it was already idle.
 	warm := n / 5
-	var start time.Time
-	var cpuAtStart, brokerAtStart time.Duration
+	var first, last time.Time
 	for i := 0; i < n; i++ {
-		if _, err := reader.Receive(ctx); err != nil {
+		msg, err := reader.Receive(ctx)
+		if err != nil {
 			r.err = fmt.Errorf("after %d of %d outputs: %w", i, n, err)
 			return r
 		}
-		if i == warm {
-			start, cpuAtStart, brokerAtStart = time.Now(), proc.CPUTime(pid()), proc.CPUTime(broker)
+		switch {
+		case i == warm:
+			first = msg.PublishTime()
+		case i > warm && msg.PublishTime().After(last):
+			last = msg.PublishTime()
 		}
 	}
-	r.rate = float64(n-1-warm) / time.Since(start).Seconds()
-	r.cpuPerMsg = (proc.CPUTime(pid()) - cpuAtStart) / time.Duration(n-1-warm)
-	r.brokerPerMsg = (proc.CPUTime(broker) - brokerAtStart) / time.Duration(n-1-warm)
-	r.rssMB = float64(peakRSS.Load()) / 1024
+	if !last.After(first) {
+		r.err = fmt.Errorf("outputs %d to %d were all published at %v", warm, n, first)
+		return r
+	}
+	samples.waitPast(ctx, last)
+	msgs := time.Duration(n - 1 - warm)
+	r.rate = float64(msgs) / last.Sub(first).Seconds()
+	cpu, brokerCPU := samples.between(first, last)
+	r.cpuPerMsg, r.brokerPerMsg = cpu/msgs, brokerCPU/msgs
+	r.rssMB = float64(samples.peakRSS()) / 1024
 	return r
 }
 
@@ -521,13 +535,34 @@ func brokerPID() int {
 	return pids[0]
 }
 
-// sampleRSS keeps the peak VmRSS (kB) of the process pid() reports.
-func sampleRSS(ctx context.Context, pid func() int, peak *atomic.Int64) {
-	t := time.NewTicker(200 * time.Millisecond)
+// sampler samples, every 50 ms, the CPU time of the contender's process
+// and the broker's and the contender's resident memory.
+type sampler struct {
+	pid    func() int
+	broker int
+
+	mu      sync.Mutex
+	samples []sample
+	peakKB  int64
+}
+
+type sample struct {
+	at          time.Time
+	cpu, broker time.Duration
+}
+
+func (s *sampler) run(ctx context.Context) {
+	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if kb := proc.RSSKB(pid()); kb > peak.Load() {
-			peak.Store(kb)
+		pid := s.pid()
+		if pid > 0 {
+			smp := sample{at: time.Now(), cpu: proc.CPUTime(pid), broker: proc.CPUTime(s.broker)}
+			kb := proc.RSSKB(pid)
+			s.mu.Lock()
+			s.samples = append(s.samples, smp)
+			s.peakKB = max(s.peakKB, kb)
+			s.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():
@@ -535,6 +570,50 @@ func sampleRSS(ctx context.Context, pid func() int, peak *atomic.Int64) {
 		case <-t.C:
 		}
 	}
+}
+
+// waitPast waits until a sample later than t has been taken.
+func (s *sampler) waitPast(ctx context.Context, t time.Time) {
+	for ctx.Err() == nil {
+		s.mu.Lock()
+		done := len(s.samples) > 0 && s.samples[len(s.samples)-1].at.After(t)
+		s.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// between returns the CPU time the contender and the broker used from
+// time a to time b, interpolated between samples.
+func (s *sampler) between(a, b time.Time) (cpu, broker time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := func(t time.Time) sample {
+		i := sort.Search(len(s.samples), func(i int) bool { return !s.samples[i].at.Before(t) })
+		switch {
+		case i == 0:
+			return s.samples[0]
+		case i == len(s.samples):
+			return s.samples[i-1]
+		}
+		lo, hi := s.samples[i-1], s.samples[i]
+		f := float64(t.Sub(lo.at)) / float64(hi.at.Sub(lo.at))
+		lerp := func(x, y time.Duration) time.Duration { return x + time.Duration(f*float64(y-x)) }
+		return sample{at: t, cpu: lerp(lo.cpu, hi.cpu), broker: lerp(lo.broker, hi.broker)}
+	}
+	if len(s.samples) == 0 {
+		return 0, 0
+	}
+	sa, sb := at(a), at(b)
+	return sb.cpu - sa.cpu, sb.broker - sa.broker
+}
+
+func (s *sampler) peakRSS() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peakKB
 }
 
 // deploy creates a function with the distribution's pulsar-admin and finds
