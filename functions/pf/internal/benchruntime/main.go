@@ -425,6 +425,7 @@ func appendJSON(path string, fs []figure) error {
 		return err
 	}
 	enc := json.NewEncoder(f)
+	enc.SetEscapeHTML(false) // ">= 0.9x" as it is
 	for _, fig := range fs {
 		if err := enc.Encode(fig); err != nil {
 			f.Close()
