@@ -310,6 +310,7 @@ func (s *Set) checkUserConfig(src Source, field string, uc map[string]any) Probl
 	if v, ok := uc[UserConfigOutputRouting]; ok && v != "key" && v != "origin" {
 		ps = append(ps, src.Problem(field+"."+UserConfigOutputRouting, "%v: want key or origin", v))
 	}
+	ps = append(ps, checkRuntimeClientConfig(src, field, uc)...)
 	return ps
 }
 

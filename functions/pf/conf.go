@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -39,17 +40,17 @@ const (
 	minMaxMessageBytes  = 16 << 10
 	defaultRetryBackoff = 500 * time.Millisecond
 	maxRetryBackoff     = 30 * time.Second
-	defaultReceiverQ    = 1000
 	// defaultGCPercent and defaultMemoryLimitMB: see gc.go.
 	defaultGCPercent     = 400
-	defaultMemoryLimitMB = 48
+	defaultMemoryLimitMB = 96
 )
 
 // inputSpec is one input topic or topic pattern.
 type inputSpec struct {
-	Topic             string
-	IsRegex           bool
-	ReceiverQueueSize int // 0: the runtime's default
+	Topic   string
+	IsRegex bool
+	// ReceiverQueueSize is the input spec's own, else ClientSettings'.
+	ReceiverQueueSize int
 }
 
 // instanceConf is everything the runtime takes from the worker's instance
@@ -77,10 +78,10 @@ type instanceConf struct {
 	SubscriptionPosition pulsar.SubscriptionInitialPosition
 	NackRedeliveryDelay  time.Duration
 
-	OutputTopic        string
-	Compression        pulsar.CompressionType
-	KeyBasedBatching   bool
-	MaxPendingMessages int
+	OutputTopic      string
+	KeyBasedBatching bool
+	// Client holds the consumers' and producers' settings (clientconf.go).
+	Client ClientSettings
 
 	UserConfig map[string]any
 	// Secrets are the function's secrets (the worker's secretsMap) whose
@@ -222,6 +223,9 @@ func parseConf(raw []byte) (*instanceConf, error) {
 	if err := c.applyUserConfig(details.GetUserConfig()); err != nil {
 		return nil, err
 	}
+	if err := c.applyClientSettings(details.GetSink().GetProducerSpec()); err != nil {
+		return nil, err
+	}
 	return c, c.validate()
 }
 
@@ -314,21 +318,9 @@ func (c *instanceConf) applyDetails(d *instancepb.FunctionDetails) error {
 
 	sink := d.GetSink()
 	c.OutputTopic = sink.GetTopic()
-	ps := sink.GetProducerSpec()
-	switch ps.GetCompressionType() {
-	case instancepb.CompressionType_NONE:
-		c.Compression = pulsar.NoCompression
-	case instancepb.CompressionType_ZLIB:
-		c.Compression = pulsar.ZLib
-	case instancepb.CompressionType_ZSTD:
-		c.Compression = pulsar.ZSTD
-	default:
-		// SNAPPY is not offered by pulsar-client-go's producer options;
-		// like upstream, everything else is LZ4.
-		c.Compression = pulsar.LZ4
-	}
-	c.KeyBasedBatching = ps.GetBatchBuilder() == "KEY_BASED"
-	c.MaxPendingMessages = int(ps.GetMaxPendingMessages())
+	// The producer spec's compression and pending messages are read with
+	// the user config's client settings (applyClientSettings).
+	c.KeyBasedBatching = sink.GetProducerSpec().GetBatchBuilder() == "KEY_BASED"
 	return nil
 }
 
@@ -419,7 +411,7 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 		return err
 	}
 	if c.MaxMessageBytes < minMaxMessageBytes {
-		return fmt.Errorf("%w: user config key \"maxMessageBytes\": %d is below %d", ErrBadConfig, c.MaxMessageBytes, minMaxMessageBytes)
+		return &UserConfigError{Key: "maxMessageBytes", Reason: fmt.Sprintf("%d is below %d", c.MaxMessageBytes, minMaxMessageBytes)}
 	}
 	c.MaxRetries = defaultMaxRetries
 	if err := userCount(c.UserConfig, "maxRetries", &c.MaxRetries); err != nil {
@@ -460,7 +452,7 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 	case "shared":
 		c.SubscriptionType = pulsar.Shared
 	default:
-		return fmt.Errorf("%w: user config key \"subscriptionType\": %q is not key_shared, failover or shared", ErrBadConfig, subType)
+		return &UserConfigError{Key: "subscriptionType", Reason: fmt.Sprintf("%q is not key_shared, failover or shared", subType)}
 	}
 	return nil
 }
@@ -472,14 +464,15 @@ func userString(m map[string]any, key string, dst *string) error {
 	}
 	s, isString := v.(string)
 	if !isString || s == "" {
-		return fmt.Errorf("%w: user config key %q: want a non-empty string, got %v", ErrBadConfig, key, v)
+		return &UserConfigError{Key: key, Reason: fmt.Sprintf("want a non-empty string, got %v", v)}
 	}
 	*dst = s
 	return nil
 }
 
 // userCount reads a non-negative whole number. The worker turns JSON numbers
-// into doubles (3 arrives as 3.0); strings of digits are accepted too.
+// into doubles (3 arrives as 3.0); Go integers (a decoded YAML manifest) and
+// strings of digits are accepted too.
 func userCount(m map[string]any, key string, dst *int) error {
 	v, ok := m[key]
 	if !ok {
@@ -489,17 +482,23 @@ func userCount(m map[string]any, key string, dst *int) error {
 	switch x := v.(type) {
 	case float64:
 		f = x
+	case int:
+		f = float64(x)
+	case int64:
+		f = float64(x)
+	case uint64:
+		f = float64(x)
 	case string:
 		parsed, err := strconv.ParseFloat(x, 64)
 		if err != nil {
-			return fmt.Errorf("%w: user config key %q: want a number, got %q", ErrBadConfig, key, x)
+			return &UserConfigError{Key: key, Reason: fmt.Sprintf("want a number, got %q", x)}
 		}
 		f = parsed
 	default:
-		return fmt.Errorf("%w: user config key %q: want a number, got %v", ErrBadConfig, key, v)
+		return &UserConfigError{Key: key, Reason: fmt.Sprintf("want a number, got %v", v)}
 	}
-	if f < 0 || f != float64(int(f)) {
-		return fmt.Errorf("%w: user config key %q: want a whole number ≥ 0, got %v", ErrBadConfig, key, v)
+	if f < 0 || f != math.Trunc(f) || f > math.MaxInt32 {
+		return &UserConfigError{Key: key, Reason: fmt.Sprintf("want a whole number from 0 to %d, got %v", math.MaxInt32, v)}
 	}
 	*dst = int(f)
 	return nil

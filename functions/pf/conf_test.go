@@ -33,7 +33,7 @@ func TestParseConfFromRealWorkerConfig(t *testing.T) {
 		FuncID: "55b5ae11-1e88-496f-8fe8-0eff0cc284a6", AutoAck: true, Guarantee: atLeastOnce,
 		SubscriptionName: "validate-v2", SubscriptionType: pulsar.Failover,
 		SubscriptionPosition: pulsar.SubscriptionPositionEarliest,
-		OutputTopic:          "persistent://public/default/valid", Compression: pulsar.LZ4,
+		OutputTopic:          "persistent://public/default/valid", Client: DefaultClientSettings(),
 		DeadLetterTopic: "persistent://public/default/shop-validate-DLQ", MaxRetries: 3,
 		RetryBackoff: defaultRetryBackoff,
 	}
@@ -44,11 +44,11 @@ func TestParseConfFromRealWorkerConfig(t *testing.T) {
 		got.FuncID != want.FuncID || got.AutoAck != want.AutoAck || got.Guarantee != want.Guarantee ||
 		got.SubscriptionName != want.SubscriptionName || got.SubscriptionType != want.SubscriptionType ||
 		got.SubscriptionPosition != want.SubscriptionPosition || got.OutputTopic != want.OutputTopic ||
-		got.Compression != want.Compression || got.DeadLetterTopic != want.DeadLetterTopic ||
+		got.Client != want.Client || got.DeadLetterTopic != want.DeadLetterTopic ||
 		got.MaxRetries != want.MaxRetries || got.RetryBackoff != want.RetryBackoff || got.ClusterName != want.ClusterName {
 		t.Errorf("parsed config\n got %+v\nwant %+v", got, want)
 	}
-	if len(c.Inputs) != 1 || c.Inputs[0] != (inputSpec{Topic: "persistent://public/default/ledger"}) {
+	if len(c.Inputs) != 1 || c.Inputs[0] != (inputSpec{Topic: "persistent://public/default/ledger", ReceiverQueueSize: DefaultReceiverQueueSize}) {
 		t.Errorf("inputs = %+v", c.Inputs)
 	}
 	if c.UserConfig["dlq"] != "persistent://public/default/dead" {
@@ -95,7 +95,7 @@ func TestParseConfDetails(t *testing.T) {
 				if c.SubscriptionName != "t/n/f" || c.SubscriptionType != pulsar.Shared ||
 					c.SubscriptionPosition != pulsar.SubscriptionPositionLatest ||
 					c.DeadLetterTopic != "persistent://t/n/f-DLQ" || c.MaxRetries != defaultMaxRetries ||
-					c.Guarantee != atLeastOnce || c.Compression != pulsar.LZ4 || c.KeyBasedBatching ||
+					c.Guarantee != atLeastOnce || c.Client != DefaultClientSettings() || c.KeyBasedBatching ||
 					c.GCPercent != defaultGCPercent || c.MemoryLimitMB != defaultMemoryLimitMB {
 					t.Errorf("%+v", c)
 				}
@@ -123,8 +123,8 @@ func TestParseConfDetails(t *testing.T) {
 				if len(c.Inputs) != 1 || c.Inputs[0] != (inputSpec{Topic: "persistent://t/n/in-.*", IsRegex: true, ReceiverQueueSize: 7}) {
 					t.Errorf("inputs %+v", c.Inputs)
 				}
-				if c.Guarantee != atMostOnce || c.SubscriptionType != pulsar.KeyShared || c.Compression != pulsar.ZSTD ||
-					!c.KeyBasedBatching || c.MaxPendingMessages != 9 || c.OutputTopic != "persistent://t/n/out" {
+				if c.Guarantee != atMostOnce || c.SubscriptionType != pulsar.KeyShared || c.Client.Compression != pulsar.ZSTD ||
+					!c.KeyBasedBatching || c.Client.MaxPendingMessages != 9 || c.OutputTopic != "persistent://t/n/out" {
 					t.Errorf("%+v", c)
 				}
 			},

@@ -82,11 +82,17 @@
 //     topic's restarted positions from redeliveries.
 //   - "gcPercent" (whole number) and "memoryLimitMB" (whole number, 0 for
 //     none): the Go garbage collector's target percentage and soft memory
-//     limit. Defaults 400 and 48: an instance's live heap is small, and
+//     limit. Defaults 400 and 96: an instance's live heap is small, and
 //     collecting less often saves CPU on every message (see gc.go). A
 //     handler that keeps a large live heap wants a higher limit (foldline
 //     deploy gives its Cassandra sink 512). GOGC and GOMEMLIMIT in the
 //     process environment win over both.
+//   - "receiverQueueSize", "maxPendingMessages", "compression",
+//     "batchingMaxMessages", "batchingMaxSize" and
+//     "batchingMaxPublishDelayMs": the consumers' and producers' settings,
+//     defaults 5000, 10 000, none, 1000, 128 KiB and 10 ms (see
+//     ClientSettings, which also says how they meet the function details'
+//     own).
 //
 // Authentication: a "token" in the function's secrets (--secrets
 // '{"token":"…"}') takes precedence over the worker's
@@ -97,14 +103,14 @@
 // Also honoured from the instance config: all input topics and regex
 // patterns, subscription name (default tenant/namespace/name, the name the
 // worker cleans up on delete), type and initial position, receiver queue
-// size, negative-ack redelivery delay, output topic, compression type,
-// batch builder (KEY_BASED for an output read by a Key_Shared subscription),
-// max pending messages, log topic (log lines of the runtime and of the
+// size, negative-ack redelivery delay, output topic, compression type and
+// max pending messages (unless the user config sets them, see
+// ClientSettings), batch builder (KEY_BASED for an output read by a
+// Key_Shared subscription), log topic (log lines of the runtime and of the
 // handler through slog or log are copied there with property
 // function=<fqfn>), TLS trust certs, insecure connection and hostname
 // verification. Not honoured: timeoutMs (pulsar-client-go has no ack
-// timeout), SNAPPY compression (mapped to LZ4 as upstream), schemas and
-// crypto specs (payloads are bytes).
+// timeout), schemas and crypto specs (payloads are bytes).
 //
 // Metrics: the worker's names (pulsar_function_received_total,
 // _processed_successfully_total, _user_exceptions_total,

@@ -552,11 +552,7 @@ func (inst *instance) connect(ctx context.Context) error {
 		}
 	}
 
-	queue := defaultReceiverQ
-	if len(c.Inputs) > 0 && c.Inputs[0].ReceiverQueueSize > 0 {
-		queue = c.Inputs[0].ReceiverQueueSize
-	}
-	messages := make(chan pulsar.ConsumerMessage, queue)
+	messages := make(chan pulsar.ConsumerMessage, c.messageQueue())
 	inst.pending = func() int { return len(messages) }
 	cons, err := newConsumers(c.Inputs, func(in inputSpec) (pulsar.Consumer, error) {
 		consumer, err := client.Subscribe(inst.consumerOptions(in, messages))
@@ -670,16 +666,14 @@ func (inst *instance) consumerOptions(in inputSpec, messages chan pulsar.Consume
 func (inst *instance) producerOptions(topic string) pulsar.ProducerOptions {
 	c := inst.conf
 	opts := pulsar.ProducerOptions{
-		Topic:                   topic,
-		CompressionType:         c.Compression,
-		BatchingMaxPublishDelay: 10 * time.Millisecond,
-		MaxPendingMessages:      c.MaxPendingMessages,
-		Properties:              inst.clientProperties(),
+		Topic:      topic,
+		Properties: inst.clientProperties(),
 		// No send timeout: a timed-out message fails while later ones stay
 		// pending and go out after a reconnect, which would let them
 		// overtake it (see session).
 		SendTimeout: -1,
 	}
+	c.Client.applyProducer(&opts)
 	if c.KeyBasedBatching {
 		opts.BatcherBuilderType = pulsar.KeyBasedBatchBuilder
 	}

@@ -1,18 +1,23 @@
 // Command benchruntime measures the Foldline runtime against its limit and
 // its peer, in one run on the local stack (scripts/bench-runtime runs it):
-// messages per second and peak resident memory of
+// messages per second, CPU time per message and peak resident memory of
 //
-//   - a plain pulsar-client-go consume→produce loop (the limit), run as a
-//     child process of this command;
+//   - a plain pulsar-client-go consume→produce loop tuned for throughput
+//     (receiver queue 5000, 10 000 pending messages, no compression): the
+//     limit, run as a child process of this command;
+//   - the same loop with the client's defaults and LZ4, the settings the
+//     runtime had before they became user config;
 //   - the identity example function (functions/examples/identity) deployed
-//     under the functions worker with pulsar-admin functions create --go;
+//     under the functions worker with pulsar-admin functions create --go,
+//     with the runtime's default client settings (or -identity-config);
 //   - the stock Java ExclamationFunction from the distribution's
-//     examples/api-examples.jar, deployed under the same worker.
+//     examples/api-examples.jar, deployed under the same worker: the peer.
 //
 // Each contender gets its own input topic, prefilled with n keyed messages
 // carrying properties, and subscribes at Earliest; the rate is taken over
 // the outputs after the first fifth (warm-up), as seen by a reader. It is a
-// benchmark, not a test: it asserts nothing.
+// benchmark, not a test: it asserts nothing. With -json FILE it appends one
+// JSON object per figure to FILE (JSON Lines).
 package main
 
 import (
@@ -23,15 +28,18 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
@@ -64,6 +72,13 @@ type options struct {
 	// runtime passes the origin through instead of adding it.
 	derived bool
 	rounds  int
+	// identityConfig is the identity function's user config (JSON): the
+	// runtime's client settings, e.g. its old ones.
+	identityConfig string
+	// only names the contenders to run (by key), all when empty.
+	only map[string]bool
+	// jsonPath is the JSON Lines file the figures are appended to.
+	jsonPath string
 }
 
 func main() {
@@ -85,7 +100,20 @@ func main() {
 	flag.BoolVar(&o.failover, "failover", true, "failover subscriptions (--retain-ordering); false: shared")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of all contenders; the table shows each one's median")
 	flag.BoolVar(&o.derived, "derived", false, "inputs carry an origin position already (a stage after the first); false: ledger events, to which the runtime adds it")
+	flag.StringVar(&o.identityConfig, "identity-config", "", `user config of the identity function (JSON), e.g. '{"receiverQueueSize":1000,"compression":"lz4"}'; empty: the runtime's defaults`)
+	only := flag.String("contenders", "", "comma-separated contenders to run, of "+strings.Join(contenderKeys, ",")+"; empty: all")
+	flag.StringVar(&o.jsonPath, "json", "", "append the figures to this file as JSON Lines")
 	flag.Parse()
+	if *only != "" {
+		o.only = map[string]bool{}
+		for _, k := range strings.Split(*only, ",") {
+			if !slices.Contains(contenderKeys, k) {
+				fmt.Fprintf(os.Stderr, "bench-runtime: -contenders: unknown %q, want some of %s\n", k, strings.Join(contenderKeys, ","))
+				os.Exit(2)
+			}
+			o.only[k] = true
+		}
+	}
 	svc, err := services.Load()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-runtime:", err)
@@ -112,9 +140,13 @@ func quietLogger() pulsarlog.Logger {
 	return pulsarlog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 }
 
+// contenderKeys name the contenders for -contenders, in table order.
+var contenderKeys = []string{"tuned", "default", "identity", "java"}
+
 // contender is one thing measured: start deploys or starts it and returns
 // how to find its process and how to stop it.
 type contender struct {
+	key  string
 	name string
 	// schema of the input and output topics; nil means bytes. The Java
 	// function uses STRING, and the broker refuses to add a schema to a
@@ -124,12 +156,14 @@ type contender struct {
 }
 
 type result struct {
+	key   string
 	name  string
 	rate  float64
 	rssMB float64
 	err   error
-	// cpuPerMsg is the contender's own CPU time per message.
-	cpuPerMsg time.Duration
+	// cpuPerMsg is the contender's own CPU time per message; brokerPerMsg
+	// the broker's (the standalone, worker included) over the same window.
+	cpuPerMsg, brokerPerMsg time.Duration
 	// rounds holds the rate of every round (in the table: the median's).
 	rounds []float64
 }
@@ -157,30 +191,39 @@ func bench(ctx context.Context, o options) error {
 		return fmt.Errorf("building the identity example: %w", err)
 	}
 
+	loop := func(settings string) func(ctx context.Context, in, out string) (func() int, func(), error) {
+		return func(ctx context.Context, in, out string) (func() int, func(), error) {
+			subType := "shared"
+			if o.failover {
+				subType = "failover"
+			}
+			cmd := exec.CommandContext(ctx, self, "loop", o.serviceURL, in, out, subType, settings)
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				return nil, nil, err
+			}
+			return func() int { return cmd.Process.Pid }, func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }, nil
+		}
+	}
+	identityArgs := []string{"--go", identity}
+	if o.identityConfig != "" {
+		identityArgs = append(identityArgs, "--user-config", o.identityConfig)
+	}
 	contenders := func(ns string) []contender {
-		return []contender{
-			{name: "plain pulsar-client-go loop (limit)", start: func(ctx context.Context, in, out string) (func() int, func(), error) {
-				subType := "shared"
-				if o.failover {
-					subType = "failover"
-				}
-				cmd := exec.CommandContext(ctx, self, "loop", o.serviceURL, in, out, subType)
-				cmd.Stderr = os.Stderr
-				if err := cmd.Start(); err != nil {
-					return nil, nil, err
-				}
-				return func() int { return cmd.Process.Pid }, func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }, nil
+		all := []contender{
+			{key: "tuned", name: "plain loop, tuned (limit)", start: loop("tuned")},
+			{key: "default", name: "plain loop, client defaults + LZ4", start: loop("default")},
+			{key: "identity", name: "Foldline identity under the worker", start: func(ctx context.Context, in, out string) (func() int, func(), error) {
+				return deploy(ctx, o, ns, "identity", in, out, identityArgs, "/pulsar_functions/"+ns+"/identity/")
 			}},
-			{name: "Foldline identity under the worker", start: func(ctx context.Context, in, out string) (func() int, func(), error) {
-				return deploy(ctx, o, ns, "identity", in, out, []string{"--go", identity}, "/pulsar_functions/"+ns+"/identity/")
-			}},
-			{name: "Java ExclamationFunction under the worker (peer)", schema: func() pulsar.Schema { return pulsar.NewStringSchema(nil) }, start: func(ctx context.Context, in, out string) (func() int, func(), error) {
+			{key: "java", name: "Java ExclamationFunction under the worker (peer)", schema: func() pulsar.Schema { return pulsar.NewStringSchema(nil) }, start: func(ctx context.Context, in, out string) (func() int, func(), error) {
 				return deploy(ctx, o, ns, "exclamation", in, out, []string{
 					"--jar", filepath.Join(o.pulsarHome, "examples", "api-examples.jar"),
 					"--classname", "org.apache.pulsar.functions.api.examples.ExclamationFunction",
 				}, `"namespace":"`+strings.Split(ns, "/")[1]+`"`)
 			}},
 		}
+		return slices.DeleteFunc(all, func(c contender) bool { return o.only != nil && !o.only[c.key] })
 	}
 	// Each round measures every contender once, one after the other, in a
 	// namespace of its own; the table shows each contender's median round,
@@ -193,8 +236,13 @@ func bench(ctx context.Context, o options) error {
 		if err := adminDo(o, "PUT", "/admin/v2/namespaces/"+ns); err != nil {
 			return fmt.Errorf("creating namespace %s: %w", ns, err)
 		}
-		var results []result
-		for i, c := range contenders(ns) {
+		// Each round starts with the next contender: the first one after a
+		// namespace is created runs slower here, whoever it is.
+		cs := contenders(ns)
+		results := make([]result, len(cs))
+		for k := range cs {
+			i := (round + k) % len(cs)
+			c := cs[i]
 			in, out := fmt.Sprintf("persistent://%s/in-%d", ns, i), fmt.Sprintf("persistent://%s/out-%d", ns, i)
 			fmt.Fprintf(os.Stderr, "==> round %d/%d, %s: prefilling %d messages\n", round+1, o.rounds, c.name, o.n)
 			if err := prefill(ctx, client, c, in, o); err != nil {
@@ -205,60 +253,98 @@ func bench(ctx context.Context, o options) error {
 			if r.err != nil {
 				fmt.Fprintf(os.Stderr, "    %s: %v\n", c.name, r.err)
 			} else {
-				fmt.Fprintf(os.Stderr, "    %.0f msg/s, peak RSS %.0f MB\n", r.rate, r.rssMB)
+				fmt.Fprintf(os.Stderr, "    %.0f msg/s, %.1f µs/msg (broker %.1f), peak RSS %.0f MB\n",
+					r.rate, micros(r.cpuPerMsg), micros(r.brokerPerMsg), r.rssMB)
 			}
-			results = append(results, r)
+			results[i] = r
 		}
 		cleanUp(o, ns)
 		rounds = append(rounds, results)
 	}
-	printTable(medians(rounds), o)
+	results := medians(rounds)
+	printTable(results, o)
+	if o.jsonPath != "" {
+		if err := appendJSON(o.jsonPath, figures(results)); err != nil {
+			return fmt.Errorf("writing %s: %w", o.jsonPath, err)
+		}
+	}
 	return nil
 }
 
-// medians returns, per contender, the result of its median round by rate
-// (with the peak memory over all rounds), and the failure of any round.
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// medians returns, per contender, the median over its rounds of each figure
+// (rate, CPU per message, the broker's, peak memory) and the failure of any
+// round; rounds keeps every round's rate.
 func medians(rounds [][]result) []result {
 	out := make([]result, len(rounds[0]))
 	for c := range out {
 		var ok []result
-		peak := 0.0
 		for _, round := range rounds {
-			r := round[c]
-			if r.err != nil {
-				out[c] = r
+			if round[c].err != nil {
+				ok = nil
+				out[c] = round[c]
 				break
 			}
-			ok = append(ok, r)
-			peak = max(peak, r.rssMB)
+			ok = append(ok, round[c])
 		}
-		if out[c].err != nil {
+		if ok == nil {
 			continue
 		}
-		sort.Slice(ok, func(i, j int) bool { return ok[i].rate < ok[j].rate })
-		out[c] = ok[len(ok)/2]
-		out[c].rssMB = peak
-		for _, r := range rounds {
-			out[c].rounds = append(out[c].rounds, r[c].rate)
+		out[c] = result{
+			key: ok[0].key, name: ok[0].name,
+			rate:         median(ok, func(r result) float64 { return r.rate }),
+			rssMB:        median(ok, func(r result) float64 { return r.rssMB }),
+			cpuPerMsg:    time.Duration(median(ok, func(r result) float64 { return float64(r.cpuPerMsg) })),
+			brokerPerMsg: time.Duration(median(ok, func(r result) float64 { return float64(r.brokerPerMsg) })),
+		}
+		for _, r := range ok {
+			out[c].rounds = append(out[c].rounds, r.rate)
 		}
 	}
 	return out
 }
 
+// median is the median of f over rs (the mean of the middle two for an even
+// count).
+func median(rs []result, f func(result) float64) float64 {
+	vs := make([]float64, len(rs))
+	for i, r := range rs {
+		vs[i] = f(r)
+	}
+	sort.Float64s(vs)
+	if len(vs)%2 == 0 {
+		return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+	}
+	return vs[len(vs)/2]
+}
+
+// find returns the result of the contender with key, nil when not run or
+// failed.
+func find(results []result, key string) *result {
+	for i := range results {
+		if results[i].key == key && results[i].err == nil {
+			return &results[i]
+		}
+	}
+	return nil
+}
+
 func printTable(results []result, o options) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "contender\tmsg/s (median)\tCPU µs/msg\tpeak RSS MB\tvs limit\tvs peer\trounds msg/s\n")
-	limit, peer := results[0].rate, results[len(results)-1].rate
+	fmt.Fprintf(w, "contender\tmsg/s\tCPU µs/msg\tbroker µs/msg\tpeak RSS MB\tvs tuned loop\tvs default loop\tvs Java\trounds msg/s\n")
+	tuned, def, java := find(results, "tuned"), find(results, "default"), find(results, "java")
 	for _, r := range results {
 		if r.err != nil {
-			fmt.Fprintf(w, "%s\tfailed: %v\t\t\t\t\t\n", r.name, r.err)
+			fmt.Fprintf(w, "%s\tfailed: %v\t\t\t\t\t\t\t\n", r.name, r.err)
 			continue
 		}
 		each := make([]string, len(r.rounds))
 		for i, rate := range r.rounds {
 			each[i] = fmt.Sprintf("%.0f", rate)
 		}
-		fmt.Fprintf(w, "%s\t%.0f\t%.1f\t%.0f\t%s\t%s\t%s\n", r.name, r.rate, float64(r.cpuPerMsg)/float64(time.Microsecond), r.rssMB, ratio(r.rate, limit), ratio(r.rate, peer), strings.Join(each, " "))
+		fmt.Fprintf(w, "%s\t%.0f\t%.1f\t%.1f\t%.0f\t%s\t%s\t%s\t%s\n", r.name, r.rate, micros(r.cpuPerMsg), micros(r.brokerPerMsg), r.rssMB,
+			ratio(&r, tuned), ratio(&r, def), ratio(&r, java), strings.Join(each, " "))
 	}
 	subType := "shared"
 	if o.failover {
@@ -268,15 +354,85 @@ func printTable(results []result, o options) {
 	if o.derived {
 		inputs = "derived events (their origin passes through)"
 	}
-	fmt.Fprintf(w, "(%d messages of %d bytes each, keyed, with properties; %s; %s subscriptions; rate over the last 80%%)\n", o.n, o.size, inputs, subType)
+	identity := "the runtime's default client settings"
+	if o.identityConfig != "" {
+		identity = "user config " + o.identityConfig
+	}
+	fmt.Fprintf(w, "(%d messages of %d bytes each, keyed, with properties; %s; %s subscriptions; identity with %s; "+
+		"rate over the last 80%%; medians of %d rounds)\n", o.n, o.size, inputs, subType, identity, o.rounds)
 	w.Flush()
 }
 
-func ratio(a, b float64) string {
-	if b == 0 {
+func ratio(r, of *result) string {
+	if of == nil || of.rate == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f×", a/b)
+	return fmt.Sprintf("%.2f×", r.rate/of.rate)
+}
+
+// figure is one line of the -json output.
+type figure struct {
+	Bench      string  `json:"bench"`
+	Figure     string  `json:"figure"`
+	Value      float64 `json:"value"`
+	Unit       string  `json:"unit"`
+	Limit      string  `json:"limit,omitempty"`
+	LimitValue float64 `json:"limit_value,omitempty"`
+	Ratio      float64 `json:"ratio,omitempty"`
+	Aim        string  `json:"aim,omitempty"`
+}
+
+// figures are the medians as JSON figures: each contender's rate, CPU,
+// broker CPU and memory, and the identity function's rate against the
+// tuned loop (aim ≥ 0.9×), the default loop and Java (aim ≥ 2×).
+func figures(results []result) []figure {
+	var fs []figure
+	for _, r := range results {
+		if r.err != nil {
+			continue
+		}
+		fs = append(fs,
+			figure{Figure: r.key + " rate", Value: math.Round(r.rate), Unit: "msg/s"},
+			figure{Figure: r.key + " CPU per message", Value: round1(micros(r.cpuPerMsg)), Unit: "µs"},
+			figure{Figure: r.key + " broker CPU per message", Value: round1(micros(r.brokerPerMsg)), Unit: "µs"},
+			figure{Figure: r.key + " peak RSS", Value: math.Round(r.rssMB), Unit: "MB"},
+		)
+	}
+	if id := find(results, "identity"); id != nil {
+		for _, cmp := range []struct{ key, limit, aim string }{
+			{"tuned", "tuned loop", ">= 0.9x"},
+			{"default", "default loop", ""},
+			{"java", "Java ExclamationFunction", ">= 2x"},
+		} {
+			if of := find(results, cmp.key); of != nil {
+				fs = append(fs, figure{Figure: "identity vs " + cmp.limit, Value: math.Round(id.rate), Unit: "msg/s",
+					Limit: cmp.limit, LimitValue: math.Round(of.rate), Ratio: math.Round(id.rate/of.rate*100) / 100, Aim: cmp.aim})
+			}
+		}
+	}
+	for i := range fs {
+		fs[i].Bench = "runtime"
+	}
+	return fs
+}
+
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
+
+// appendJSON appends the figures to path, one JSON object a line.
+func appendJSON(path string, fs []figure) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	enc.SetEscapeHTML(false) // ">= 0.9x" as it is
+	for _, fig := range fs {
+		if err := enc.Encode(fig); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }
 
 func (c contender) schemaOrNil() pulsar.Schema {
@@ -320,7 +476,8 @@ func prefill(ctx context.Context, client pulsar.Client, c contender, topic strin
 
 // measure starts c, reads its n outputs and samples its resident memory.
 func measure(ctx context.Context, client pulsar.Client, c contender, in, out string, n int) result {
-	r := result{name: c.name}
+	r := result{key: c.key, name: c.name}
+	broker := brokerPID()
 	reader, err := client.Subscribe(pulsar.ConsumerOptions{
 		Topic: out, SubscriptionName: "bench-reader", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
 		ReceiverQueueSize: 5000, Schema: c.schemaOrNil(),
@@ -339,34 +496,79 @@ func measure(ctx context.Context, client pulsar.Client, c contender, in, out str
 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	var peakRSS atomic.Int64
-	go sampleRSS(ctx, pid, &peakRSS)
+	samples := &sampler{pid: pid, broker: broker}
+	go samples.run(ctx)
 
+	// The window is taken from the outputs' publish times, set by the
+	// contender's producer, not from when the reader got them: a contender
+	// faster than the reader would otherwise be measured at the reader's
+	// pace, and its CPU over a window in which it was already idle.
 	warm := n / 5
-	var start time.Time
-	var cpuAtStart time.Duration
+	var first, last time.Time
 	for i := 0; i < n; i++ {
-		if _, err := reader.Receive(ctx); err != nil {
+		msg, err := reader.Receive(ctx)
+		if err != nil {
 			r.err = fmt.Errorf("after %d of %d outputs: %w", i, n, err)
 			return r
 		}
-		if i == warm {
-			start, cpuAtStart = time.Now(), proc.CPUTime(pid())
+		switch {
+		case i == warm:
+			first = msg.PublishTime()
+		case i > warm && msg.PublishTime().After(last):
+			last = msg.PublishTime()
 		}
 	}
-	r.rate = float64(n-1-warm) / time.Since(start).Seconds()
-	r.cpuPerMsg = (proc.CPUTime(pid()) - cpuAtStart) / time.Duration(n-1-warm)
-	r.rssMB = float64(peakRSS.Load()) / 1024
+	if !last.After(first) {
+		r.err = fmt.Errorf("outputs %d to %d were all published at %v", warm, n, first)
+		return r
+	}
+	samples.waitPast(ctx, last)
+	msgs := time.Duration(n - 1 - warm)
+	r.rate = float64(msgs) / last.Sub(first).Seconds()
+	cpu, brokerCPU := samples.between(first, last)
+	r.cpuPerMsg, r.brokerPerMsg = cpu/msgs, brokerCPU/msgs
+	r.rssMB = float64(samples.peakRSS()) / 1024
 	return r
 }
 
-// sampleRSS keeps the peak VmRSS (kB) of the process pid() reports.
-func sampleRSS(ctx context.Context, pid func() int, peak *atomic.Int64) {
-	t := time.NewTicker(200 * time.Millisecond)
+// brokerPID is the pid of the local Pulsar standalone (0: none found; its
+// CPU then reads 0).
+func brokerPID() int {
+	pids := proc.PIDs(func(argv []string) bool { return slices.Contains(argv, "org.apache.pulsar.PulsarStandaloneStarter") })
+	if len(pids) == 0 {
+		return 0
+	}
+	return pids[0]
+}
+
+// sampler samples, every 50 ms, the CPU time of the contender's process
+// and the broker's and the contender's resident memory.
+type sampler struct {
+	pid    func() int
+	broker int
+
+	mu      sync.Mutex
+	samples []sample
+	peakKB  int64
+}
+
+type sample struct {
+	at          time.Time
+	cpu, broker time.Duration
+}
+
+func (s *sampler) run(ctx context.Context) {
+	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if kb := proc.RSSKB(pid()); kb > peak.Load() {
-			peak.Store(kb)
+		pid := s.pid()
+		if pid > 0 {
+			smp := sample{at: time.Now(), cpu: proc.CPUTime(pid), broker: proc.CPUTime(s.broker)}
+			kb := proc.RSSKB(pid)
+			s.mu.Lock()
+			s.samples = append(s.samples, smp)
+			s.peakKB = max(s.peakKB, kb)
+			s.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():
@@ -374,6 +576,50 @@ func sampleRSS(ctx context.Context, pid func() int, peak *atomic.Int64) {
 		case <-t.C:
 		}
 	}
+}
+
+// waitPast waits until a sample later than t has been taken.
+func (s *sampler) waitPast(ctx context.Context, t time.Time) {
+	for ctx.Err() == nil {
+		s.mu.Lock()
+		done := len(s.samples) > 0 && s.samples[len(s.samples)-1].at.After(t)
+		s.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// between returns the CPU time the contender and the broker used from
+// time a to time b, interpolated between samples.
+func (s *sampler) between(a, b time.Time) (cpu, broker time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := func(t time.Time) sample {
+		i := sort.Search(len(s.samples), func(i int) bool { return !s.samples[i].at.Before(t) })
+		switch {
+		case i == 0:
+			return s.samples[0]
+		case i == len(s.samples):
+			return s.samples[i-1]
+		}
+		lo, hi := s.samples[i-1], s.samples[i]
+		f := float64(t.Sub(lo.at)) / float64(hi.at.Sub(lo.at))
+		lerp := func(x, y time.Duration) time.Duration { return x + time.Duration(f*float64(y-x)) }
+		return sample{at: t, cpu: lerp(lo.cpu, hi.cpu), broker: lerp(lo.broker, hi.broker)}
+	}
+	if len(s.samples) == 0 {
+		return 0, 0
+	}
+	sa, sb := at(a), at(b)
+	return sb.cpu - sa.cpu, sb.broker - sa.broker
+}
+
+func (s *sampler) peakRSS() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peakKB
 }
 
 // deploy creates a function with the distribution's pulsar-admin and finds
@@ -474,8 +720,6 @@ func cleanUp(o options, ns string) {
 	}
 }
 
-// plainLoop is the limit: consume, produce with the same key and
-// properties, acknowledge once the send is confirmed.
 // newClient is a quiet client of svc's broker with its credentials.
 func newClient(svc services.Services) (pulsar.Client, error) {
 	opts := svc.PulsarClientOptions()
@@ -483,13 +727,31 @@ func newClient(svc services.Services) (pulsar.Client, error) {
 	return pulsar.NewClient(opts)
 }
 
+// loopSettings are the plain loop's client settings: tuned, as the
+// runtime's defaults (receiver queue 5000, 10 000 pending messages, no
+// compression), or the client's defaults with LZ4 and a 10 ms batching
+// delay, as the runtime had before its settings became user config.
+var loopSettings = map[string]struct {
+	receiverQueue, maxPending int
+	compression               pulsar.CompressionType
+}{
+	"tuned":   {5000, 10_000, pulsar.NoCompression},
+	"default": {0, 0, pulsar.LZ4},
+}
+
+// plainLoop is the limit: consume, produce with the same key and
+// properties, acknowledge once the send is confirmed.
 func plainLoop(args []string) error {
-	if len(args) != 4 {
-		return errors.New("usage: loop <service-url> <in> <out> failover|shared")
+	if len(args) != 5 {
+		return errors.New("usage: loop <service-url> <in> <out> failover|shared tuned|default")
 	}
 	subType := pulsar.Shared
 	if args[3] == "failover" {
 		subType = pulsar.Failover
+	}
+	settings, ok := loopSettings[args[4]]
+	if !ok {
+		return fmt.Errorf("unknown settings %q: want tuned or default", args[4])
 	}
 	svc, err := services.Load()
 	if err != nil {
@@ -503,16 +765,15 @@ func plainLoop(args []string) error {
 	defer client.Close()
 	consumer, err := client.Subscribe(pulsar.ConsumerOptions{
 		Topic: args[1], SubscriptionName: "bench-loop", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
-		Type: subType,
+		Type: subType, ReceiverQueueSize: settings.receiverQueue,
 	})
 	if err != nil {
 		return err
 	}
 	defer consumer.Close()
-	// LZ4 and a 10 ms batching delay, like the producers of both functions
-	// under the worker, so that the limit does the same work.
 	producer, err := client.CreateProducer(pulsar.ProducerOptions{
-		Topic: args[2], BatchingMaxPublishDelay: 10 * time.Millisecond, CompressionType: pulsar.LZ4,
+		Topic: args[2], BatchingMaxPublishDelay: 10 * time.Millisecond, CompressionType: settings.compression,
+		MaxPendingMessages: settings.maxPending,
 	})
 	if err != nil {
 		return err
