@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/foldline/foldline/functions/pf"
 )
 
 // PathTo returns the stages on the way from the ledger to view's sink,
@@ -94,6 +96,11 @@ func ForkPath(path []*Stage, version int) []*Stage {
 			f.Config.CustomSerdeInputs = retargetKeys(f.Config.CustomSerdeInputs, input)
 			f.Config.Output = input(st.Output)
 			f.Config.UserConfig = forkUserConfig(f.Config.UserConfig, suffix)
+			for key, v := range backfillBatching {
+				if _, set := f.Config.UserConfig[key]; !set {
+					f.Config.UserConfig[key] = v
+				}
+			}
 			c.Function = &f
 			c.Name, c.SubName, c.Output = f.Config.Name, f.Config.SubName, f.Config.Output
 		} else {
@@ -113,8 +120,22 @@ func ForkPath(path []*Stage, version int) []*Stage {
 	return forked
 }
 
+// backfillBatching is what a backfill's copy of a function batches its
+// outputs with, unless its config says otherwise: a catch-up sends its
+// outputs as fast as it reads, so batches fill up (the runtime's defaults
+// are 1000 messages, 128 KiB), and bigger ones cost the broker less per
+// message. The time a batch may wait stays the runtime's, since the copy
+// serves live traffic once it has caught up.
+var backfillBatching = map[string]any{
+	pf.UserConfigBatchingMaxMessages: 5000,
+	pf.UserConfigBatchingMaxSize:     1 << 20,
+}
+
 func forkUserConfig(uc map[string]any, suffix string) map[string]any {
 	uc = maps.Clone(uc)
+	if uc == nil {
+		uc = map[string]any{}
+	}
 	if dlt, ok := uc[UserConfigDeadLetterTopic].(string); ok && dlt != "" {
 		uc[UserConfigDeadLetterTopic] = dlt + suffix
 	}

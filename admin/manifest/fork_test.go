@@ -69,6 +69,10 @@ func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
 				if st.Function != nil && (st.Function.Config.Name != st.Name || st.Function.Config.Output != st.Output || !slices.Equal(st.Function.Config.Inputs, st.Inputs)) {
 					t.Errorf("stage %s: its function config says %s reads %v writes %s", st.Name, st.Function.Config.Name, st.Function.Config.Inputs, st.Function.Config.Output)
 				}
+				// A copy catches up with bigger batches than the live path's.
+				if st.Function != nil && (st.Function.Config.UserConfig["batchingMaxMessages"] != 5000 || path[i].Function.Config.UserConfig["batchingMaxMessages"] != nil) {
+					t.Errorf("stage %s batches up to %v messages (the live one %v), want 5000 (unset)", st.Name, st.Function.Config.UserConfig["batchingMaxMessages"], path[i].Function.Config.UserConfig["batchingMaxMessages"])
+				}
 			}
 			if sink := forked[len(forked)-1].View; sink.Table() != tc.view+"_v"+string(rune('0'+tc.version)) {
 				t.Errorf("sink writes %s", sink.Table())
