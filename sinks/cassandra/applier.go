@@ -171,6 +171,20 @@ func (a *Applier) Apply(ctx context.Context, ops []Op) Result {
 // blocks while Concurrency × BatchSize rows wait for the workers, which
 // bounds memory.
 func (a *Applier) Start(ctx context.Context, ops []Op) *Pending {
+	p, groups := a.group(ops)
+	p.wg.Add(len(groups))
+	a.startMu.Lock()
+	defer a.startMu.Unlock()
+	for _, g := range groups {
+		a.queue.push(&rowJob{ctx: ctx, group: g, batch: p})
+	}
+	return p
+}
+
+// group binds a batch's operations and groups them by row: the batch's
+// Pending, with the rejected operations' errors recorded, and its rows in
+// order of first appearance.
+func (a *Applier) group(ops []Op) (*Pending, []*rowGroup) {
 	p := &Pending{res: Result{Errs: make([]error, len(ops))}}
 	bound := make([]boundOp, 0, len(ops))
 	for i, op := range ops {
@@ -181,14 +195,7 @@ func (a *Applier) Start(ctx context.Context, ops []Op) *Pending {
 		}
 		bound = append(bound, b)
 	}
-	groups := coalesce(bound)
-	p.wg.Add(len(groups))
-	a.startMu.Lock()
-	defer a.startMu.Unlock()
-	for _, g := range groups {
-		a.queue.push(&rowJob{ctx: ctx, group: g, batch: p})
-	}
-	return p
+	return p, coalesce(bound)
 }
 
 // rowUpdate is a row folded with the operations of one task (the row's
