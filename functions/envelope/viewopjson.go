@@ -235,7 +235,10 @@ func decodeViewOp(payload []byte) (op ViewOp, ok bool) {
 		case fieldOp:
 			op.Kind = OpKind(d.string())
 		case fieldTime:
-			if err := op.EventTime.UnmarshalJSON(r.Raw()); err != nil {
+			tok := r.Raw()
+			if t, ok := jsonwire.Time(tok); ok {
+				op.EventTime = t
+			} else if err := op.EventTime.UnmarshalJSON(tok); err != nil {
 				r.Fail()
 			}
 		case fieldKey:

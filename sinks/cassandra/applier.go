@@ -187,8 +187,9 @@ func (a *Applier) Start(ctx context.Context, ops []Op) *Pending {
 func (a *Applier) group(ops []Op) (*Pending, []*rowGroup) {
 	p := &Pending{res: Result{Errs: make([]error, len(ops))}}
 	bound := make([]boundOp, 0, len(ops))
+	arena := a.view.newBindArena(ops)
 	for i, op := range ops {
-		b, err := a.view.bind(i, op)
+		b, err := a.view.bind(i, op, arena)
 		if err != nil {
 			p.res.Errs[i] = fmt.Errorf("%w: %w", ErrRejected, err)
 			continue

@@ -194,6 +194,11 @@ func decodeString(raw json.RawMessage) (string, error) {
 }
 
 func decodeTimestamp(raw json.RawMessage) (any, error) {
+	// CQL timestamps hold milliseconds; truncating here keeps the folded
+	// value identical to what a read returns.
+	if t, ok := jsonwire.Time(raw); ok {
+		return t.Truncate(time.Millisecond), nil
+	}
 	s, err := decodeString(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: timestamp wants an RFC 3339 string, got %s", ErrBadValue, abbreviate(raw))
@@ -202,8 +207,6 @@ func decodeTimestamp(raw json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: timestamp wants an RFC 3339 string, got %q", ErrBadValue, s)
 	}
-	// CQL timestamps hold milliseconds; truncating here keeps the folded
-	// value identical to what a read returns.
 	return t.UTC().Truncate(time.Millisecond), nil
 }
 

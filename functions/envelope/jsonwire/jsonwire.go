@@ -14,6 +14,7 @@ package jsonwire
 
 import (
 	"encoding/json"
+	"time"
 	"unicode/utf8"
 )
 
@@ -486,4 +487,73 @@ func Int(raw []byte) (n int64, ok bool) {
 		n = -n
 	}
 	return n, true
+}
+
+// Time returns the time that tok, a JSON string token (quotes included,
+// nothing around them), holds when it is a UTC time in the one form
+// Foldline writes, YYYY-MM-DDTHH:MM:SS[.F]Z with 1 to 9 fraction digits:
+// exactly what time.Parse(time.RFC3339Nano, …) and time.Time's
+// UnmarshalJSON return for it. ok is false for anything else (another zone,
+// a date that does not exist, escapes), which the caller hands to them.
+func Time(tok []byte) (t time.Time, ok bool) {
+	n := len(tok)
+	if n < len(`"2006-01-02T15:04:05Z"`) || tok[0] != '"' || tok[n-1] != '"' || tok[n-2] != 'Z' {
+		return time.Time{}, false
+	}
+	s := tok[1 : n-2] // without the quotes and the Z
+	if s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return time.Time{}, false
+	}
+	year, ok1 := fixedDigits(s[0:4])
+	month, ok2 := fixedDigits(s[5:7])
+	day, ok3 := fixedDigits(s[8:10])
+	hour, ok4 := fixedDigits(s[11:13])
+	minute, ok5 := fixedDigits(s[14:16])
+	sec, ok6 := fixedDigits(s[17:19])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 ||
+		day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	nsec := 0
+	if frac := s[19:]; len(frac) > 0 {
+		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+			return time.Time{}, false
+		}
+		f, ok := fixedDigits(frac[1:])
+		if !ok {
+			return time.Time{}, false
+		}
+		nsec = f
+		for range 10 - len(frac) {
+			nsec *= 10
+		}
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), true
+}
+
+// fixedDigits reads a run of decimal digits, all of d.
+func fixedDigits(d []byte) (int, bool) {
+	n := 0
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// daysIn is the number of days of a month of the proleptic Gregorian
+// calendar.
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
