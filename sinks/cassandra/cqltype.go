@@ -67,9 +67,14 @@ func supportedTypes() string {
 }
 
 func textType(name string, asciiOnly bool) *cqlType {
+	// Decoded values by their JSON, boxed once.
+	decoded := newInterner[any]()
 	return &cqlType{
 		name: name,
 		decode: func(raw json.RawMessage) (any, error) {
+			if v, ok := decoded.lookup(raw); ok {
+				return v, nil
+			}
 			s, err := decodeString(raw)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s wants a JSON string, got %s", ErrBadValue, name, abbreviate(raw))
@@ -84,7 +89,9 @@ func textType(name string, asciiOnly bool) *cqlType {
 					}
 				}
 			}
-			return s, nil
+			var v any = s
+			decoded.store(raw, v)
+			return v, nil
 		},
 		scanDest: func() any { return new(*string) },
 		fromScan: func(d any) any {

@@ -140,7 +140,7 @@ func (m *MemTable) RowKey(key []any) string { return keyString(key) }
 // keyString is a row's key as one string: what rows are grouped and
 // cached by.
 func keyString(key []any) string {
-	var buf [64]byte
+	var buf [internMaxBytes]byte
 	b := buf[:0]
 	for _, v := range key {
 		switch x := v.(type) {
@@ -153,8 +153,17 @@ func keyString(key []any) string {
 		}
 		b = append(b, ',')
 	}
-	return string(b)
+	if s, ok := rowKeys.lookup(b); ok {
+		return s
+	}
+	s := string(b)
+	rowKeys.store(b, s)
+	return s
 }
+
+// rowKeys interns the row keys keyString makes: a row's operations keep
+// coming, and its key need not be allocated for each.
+var rowKeys = newInterner[string]()
 
 func (v *compiledView) memRow(key []any, s *rowState) MemRow {
 	r := MemRow{Key: key, Values: map[string]any{}, Applied: maps.Clone(s.applied), Deleted: s.deleted}

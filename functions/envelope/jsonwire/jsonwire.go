@@ -306,9 +306,18 @@ func digits(d []byte, i int) int {
 func (r *Reader) str() (content []byte, plain bool) {
 	d := r.data
 	start := r.pos + 1
+	// The common case first: plain ASCII up to the closing quote.
+	i := start
+	for i < len(d) && plainASCII[d[i]] {
+		i++
+	}
+	if i < len(d) && d[i] == '"' {
+		r.pos = i + 1
+		return d[start:i], true
+	}
 	plain = true
 	ascii := true
-	for i := start; i < len(d); i++ {
+	for ; i < len(d); i++ {
 		switch c := d[i]; {
 		case c == '"':
 			r.pos = i + 1
@@ -346,6 +355,15 @@ func (r *Reader) str() (content []byte, plain bool) {
 	r.failed = true
 	return nil, false
 }
+
+// plainASCII says which bytes stand for themselves in a JSON string and
+// are ASCII: all but controls, '"', '\\' and the bytes of multi-byte UTF-8.
+var plainASCII = func() (set [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		set[c] = c != '"' && c != '\\'
+	}
+	return set
+}()
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
