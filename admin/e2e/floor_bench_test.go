@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"testing"
@@ -30,7 +32,9 @@ import (
 // backfill is deployed; the live pipeline has caught up before either is
 // timed. N is FOLDLINE_BENCH_EVENTS (default 200000). When
 // FOLDLINE_BENCH_JSON names a file, the figures are appended to it as JSON
-// lines (benchFigure).
+// lines (benchFigure). Both run with the garbage collector set as the
+// function runtime sets it (runtimeGC). FOLDLINE_FLOOR_CPUPROFILE names a
+// file for a CPU profile of the floor.
 //
 //	go test ./admin/e2e -run '^$' -bench FloorVsReader -benchtime 1x -timeout 30m
 func BenchmarkFloorVsReader(b *testing.B) {
@@ -45,6 +49,7 @@ func BenchmarkFloorVsReader(b *testing.B) {
 	pids := map[string]int{"this process": os.Getpid(), "pulsar": testenv.ServicePID(b, "pulsar"), "cassandra": testenv.ServicePID(b, "cassandra")}
 	processes := []string{"this process", "pulsar", "cassandra"}
 
+	defer runtimeGC()() // for the reader and the floor alike
 	for b.Loop() {
 		before := cpuTimes(pids)
 		readTime := readAll(b, s.svc, ledger, n)
@@ -76,6 +81,56 @@ func BenchmarkFloorVsReader(b *testing.B) {
 		writeBenchFigures(b,
 			benchFigure{Figure: "floor time", Value: floorTime.Seconds(), Unit: "s", Limit: "plain read", LimitValue: readTime.Seconds(), Ratio: ratio, Aim: "<= 3x"},
 			benchFigure{Figure: "floor CPU of this process per event", Value: ownCPU, Unit: "µs", Limit: "plain read CPU of this process per event", LimitValue: readerCPU, Ratio: ownCPU / readerCPU, Aim: "<= 10 µs"})
+	}
+}
+
+// runtimeGC sets this process's garbage collector as the function runtime
+// sets every deployed instance's by default (functions/pf's tuneGC:
+// gcPercent 400, and the 512 MB that foldline deploy gives the sink), unless
+// GOGC or GOMEMLIMIT say otherwise, so that the floor collects no more
+// often than the stages it stands for; it returns the function that
+// restores the test's settings.
+func runtimeGC() func() {
+	percent, limit := -2, int64(-1) // unchanged
+	if os.Getenv("GOGC") == "" {
+		percent = debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		limit = debug.SetMemoryLimit(512 << 20)
+	}
+	return func() {
+		if percent != -2 {
+			debug.SetGCPercent(percent)
+		}
+		if limit >= 0 {
+			debug.SetMemoryLimit(limit)
+		}
+	}
+}
+
+// profileFloor writes a CPU profile of the timed floor alone to the file
+// FOLDLINE_FLOOR_CPUPROFILE names, if any (go test's -cpuprofile would
+// also hold the deploying, ingesting and checking around it); it returns
+// the function that stops it.
+func profileFloor(b *testing.B) func() {
+	b.Helper()
+	path := os.Getenv("FOLDLINE_FLOOR_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatalf("creating FOLDLINE_FLOOR_CPUPROFILE: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatalf("profiling the floor: %v", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Errorf("writing %s: %v", path, err)
+		}
 	}
 }
 
@@ -183,6 +238,7 @@ func timeFloor(b *testing.B, s *shop, ledger string, n int, pids map[string]int)
 	}
 	defer client.Close()
 
+	stopProfile := profileFloor(b)
 	cpuBefore := cpuTimes(pids)
 	start := time.Now()
 	batcher := cassandra.NewBatcher(applier, cfg.Settings.BuildingCut(), cfg.Settings.Pipeline)
@@ -236,6 +292,7 @@ func timeFloor(b *testing.B, s *shop, ledger string, n int, pids map[string]int)
 	wg.Wait()
 	took := time.Since(start)
 	cpu := cpuSince(pids, cpuBefore)
+	stopProfile()
 	if failure != nil {
 		b.Fatalf("applying view operations: %v", failure)
 	}
