@@ -46,6 +46,8 @@ type Batcher struct {
 	// wake asks Run to look at the filling batch again. It holds one
 	// signal, so that none is lost while Run is busy.
 	wake chan struct{}
+	// flush asks Run to start the filling batch whatever its cut (Flush).
+	flush atomic.Bool
 
 	// applied, skipped and rejected count the answered operations (Totals).
 	applied, skipped, rejected atomic.Int64
@@ -183,10 +185,16 @@ func (b *Batcher) signal() {
 // messages waiting for the handler, pf's FunctionContext.Pending). While it
 // is above zero an eager batch keeps filling, up to its cut's Size or Linger.
 func (b *Batcher) Upcoming(n int) {
+	// No wake-up: the submission that follows the announcement looks.
 	b.upcoming.Store(int64(n))
-	if n <= 0 {
-		b.signal()
-	}
+}
+
+// Flush starts the batch filling now, whatever its cut says: the submitter
+// has come to the end of its input (a bounded one, such as a ledger folded
+// up to a position) and nothing will join the batch.
+func (b *Batcher) Flush() {
+	b.flush.Store(true)
+	b.signal()
 }
 
 // Run gathers and starts batches until ctx ends, answering callers as their
@@ -245,9 +253,10 @@ func (b *Batcher) gather(ctx context.Context) []pending {
 		b.mu.Lock()
 		cut := b.cut.Load()
 		n := len(b.filling)
-		if n > 0 && (n >= cut.Size || lingered || b.nothingComing(cut)) {
+		if n > 0 && (n >= cut.Size || lingered || b.nothingComing(cut) || b.flush.Load()) {
 			batch := b.filling
 			b.filling = nil
+			b.flush.Store(false)
 			close(b.room)
 			b.room = make(chan struct{})
 			b.mu.Unlock()

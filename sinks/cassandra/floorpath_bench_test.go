@@ -69,6 +69,7 @@ func BenchmarkFloorPath(b *testing.B) {
 				}
 			}
 		}
+		batcher.Flush()
 		wg.Wait()
 		cpu.report()
 	})
