@@ -146,7 +146,7 @@ func (b *Batcher) SubmitAsync(ctx context.Context, op Op, done func(error)) erro
 		cut := b.cut.Load()
 		if n := len(b.filling); n < max(cut.Size, 1) {
 			if b.filling == nil {
-				b.filling = make([]pending, 0, min(max(cut.Size, 1), 1024))
+				b.filling = make([]pending, 0, max(cut.Size, 1))
 			}
 			b.filling = append(b.filling, pending{op: op, done: done})
 			b.mu.Unlock()
