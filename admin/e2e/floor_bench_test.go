@@ -2,9 +2,16 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"maps"
+	"os"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
 	"sync"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -14,8 +21,172 @@ import (
 	"github.com/foldline/foldline/functions/shop/useractivity"
 	"github.com/foldline/foldline/functions/shop/validate"
 	"github.com/foldline/foldline/functions/transform"
+	"github.com/foldline/foldline/internal/testenv"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
+
+// BenchmarkFloorVsReader measures, in one run, the floor (foldInProcess: the
+// ledger read, transformed and folded into Cassandra in this one process)
+// against a plain reader of the same ledger, and prints both with the CPU
+// time per event that this process, Pulsar and Cassandra spent on each. No
+// backfill is deployed; the live pipeline has caught up before either is
+// timed. N is FOLDLINE_BENCH_EVENTS (default 200000). When
+// FOLDLINE_BENCH_JSON names a file, the figures are appended to it as JSON
+// lines (benchFigure). Both run with the garbage collector set as the
+// function runtime sets it (runtimeGC). FOLDLINE_FLOOR_CPUPROFILE names a
+// file for a CPU profile of the floor.
+//
+//	go test ./admin/e2e -run '^$' -bench FloorVsReader -benchtime 1x -timeout 30m
+func BenchmarkFloorVsReader(b *testing.B) {
+	n := benchEventCount(b)
+	s := deployShop(b, "floorbench")
+	events := generate(b, n, 31)
+	for i := 0; i < n; i += 100_000 {
+		s.ingest(b, events[i:min(i+100_000, n)])
+	}
+	s.waitForFold(b, 60*time.Minute)
+	ledger := "persistent://" + s.tenant + "/ledger/events"
+	pids := map[string]int{"this process": os.Getpid(), "pulsar": testenv.ServicePID(b, "pulsar"), "cassandra": testenv.ServicePID(b, "cassandra")}
+	processes := []string{"this process", "pulsar", "cassandra"}
+
+	defer runtimeGC()() // for the reader and the floor alike
+	for b.Loop() {
+		before := cpuTimes(pids)
+		readTime := readAll(b, s.svc, ledger, n)
+		readCPU := cpuSince(pids, before)
+		floorTime, floorCPU := timeFloor(b, s, ledger, n, pids)
+
+		perEvent := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "events\twhat\ttime\tevents/s\tvs reader\t")
+		for _, p := range processes {
+			fmt.Fprintf(tw, "CPU µs/event %s\t", p)
+		}
+		fmt.Fprintln(tw)
+		row := func(what string, d time.Duration, cpu map[string]time.Duration) {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.0f\t%.2f×\t", n, what, d.Round(10*time.Millisecond), float64(n)/d.Seconds(), d.Seconds()/readTime.Seconds())
+			for _, p := range processes {
+				fmt.Fprintf(tw, "%.1f\t", perEvent(cpu[p]))
+			}
+			fmt.Fprintln(tw)
+		}
+		row("plain reader, ledger only", readTime, readCPU)
+		row("one process, no topics (floor)", floorTime, floorCPU)
+		tw.Flush()
+
+		ratio := floorTime.Seconds() / readTime.Seconds()
+		ownCPU, readerCPU := perEvent(floorCPU["this process"]), perEvent(readCPU["this process"])
+		b.ReportMetric(ratio, "floor/read")
+		b.ReportMetric(ownCPU, "cpu-µs/event")
+		writeBenchFigures(b,
+			benchFigure{Figure: "floor time", Value: floorTime.Seconds(), Unit: "s", Limit: "plain read", LimitValue: readTime.Seconds(), Ratio: ratio, Aim: "<= 3x"},
+			benchFigure{Figure: "floor CPU of this process per event", Value: ownCPU, Unit: "µs", Limit: "plain read CPU of this process per event", LimitValue: readerCPU, Ratio: ownCPU / readerCPU, Aim: "<= 10 µs"})
+	}
+}
+
+// runtimeGC sets this process's garbage collector as the function runtime
+// sets every deployed instance's by default (functions/pf's tuneGC:
+// gcPercent 400, and the 512 MB that foldline deploy gives the sink), unless
+// GOGC or GOMEMLIMIT say otherwise, so that the floor collects no more
+// often than the stages it stands for; it returns the function that
+// restores the test's settings.
+func runtimeGC() func() {
+	percent, limit := -2, int64(-1) // unchanged
+	if os.Getenv("GOGC") == "" {
+		percent = debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		limit = debug.SetMemoryLimit(512 << 20)
+	}
+	return func() {
+		if percent != -2 {
+			debug.SetGCPercent(percent)
+		}
+		if limit >= 0 {
+			debug.SetMemoryLimit(limit)
+		}
+	}
+}
+
+// profileFloor writes a CPU profile of the timed floor alone to the file
+// FOLDLINE_FLOOR_CPUPROFILE names, if any (go test's -cpuprofile would
+// also hold the deploying, ingesting and checking around it); it returns
+// the function that stops it.
+func profileFloor(b *testing.B) func() {
+	b.Helper()
+	path := os.Getenv("FOLDLINE_FLOOR_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatalf("creating FOLDLINE_FLOOR_CPUPROFILE: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatalf("profiling the floor: %v", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Errorf("writing %s: %v", path, err)
+		}
+	}
+}
+
+// benchEventCount is the ledger size of a benchmark: FOLDLINE_BENCH_EVENTS,
+// 200000 by default.
+func benchEventCount(b *testing.B) int {
+	b.Helper()
+	v := os.Getenv("FOLDLINE_BENCH_EVENTS")
+	if v == "" {
+		return 200_000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("FOLDLINE_BENCH_EVENTS=%q: want a positive number of events", v)
+	}
+	return n
+}
+
+// benchFigure is one measured figure, set against the limit it is judged
+// by, as one JSON line of FOLDLINE_BENCH_JSON.
+type benchFigure struct {
+	Bench      string  `json:"bench"`
+	Figure     string  `json:"figure"`
+	Value      float64 `json:"value"`
+	Unit       string  `json:"unit"`
+	Limit      string  `json:"limit"`
+	LimitValue float64 `json:"limit_value"`
+	Ratio      float64 `json:"ratio"`
+	Aim        string  `json:"aim"`
+}
+
+// writeBenchFigures appends the figures of the floor benchmark to the file
+// FOLDLINE_BENCH_JSON names, if any, one JSON object per line.
+func writeBenchFigures(b *testing.B, figures ...benchFigure) {
+	b.Helper()
+	path := os.Getenv("FOLDLINE_BENCH_JSON")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		b.Fatalf("opening FOLDLINE_BENCH_JSON: %v", err)
+	}
+	enc := json.NewEncoder(f)
+	enc.SetEscapeHTML(false) // the aims read "<= 3x"
+	for _, fig := range figures {
+		fig.Bench = "floor"
+		if err := enc.Encode(fig); err != nil {
+			f.Close()
+			b.Fatalf("writing %s: %v", path, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		b.Fatalf("writing %s: %v", path, err)
+	}
+}
 
 // floorTable is the table foldInProcess writes.
 const floorTable = "user_activity_floor"
@@ -28,6 +199,16 @@ const floorTable = "user_activity_floor"
 // the same reads, transformations and Cassandra writes, nothing else. The
 // table must equal the fold of the ledger, or the floor would be a fake.
 func foldInProcess(b *testing.B, s *shop, ledger string, n int) time.Duration {
+	b.Helper()
+	took, _ := timeFloor(b, s, ledger, n, nil)
+	return took
+}
+
+// timeFloor is foldInProcess, which also returns the CPU time each of pids
+// used while the floor was timed: not while connecting, nor while the table
+// is checked against the fold (which costs this process more than the
+// floor itself).
+func timeFloor(b *testing.B, s *shop, ledger string, n int, pids map[string]int) (time.Duration, map[string]time.Duration) {
 	b.Helper()
 	set, err := manifest.Load(s.opts.Dir)
 	if err != nil {
@@ -57,6 +238,8 @@ func foldInProcess(b *testing.B, s *shop, ledger string, n int) time.Duration {
 	}
 	defer client.Close()
 
+	stopProfile := profileFloor(b)
+	cpuBefore := cpuTimes(pids)
 	start := time.Now()
 	batcher := cassandra.NewBatcher(applier, cfg.Settings.BuildingCut(), cfg.Settings.Pipeline)
 	go batcher.Run(ctx)
@@ -106,8 +289,11 @@ func foldInProcess(b *testing.B, s *shop, ledger string, n int) time.Duration {
 			}
 		}
 	}
+	batcher.Flush() // the end of the ledger: the last batch need not linger
 	wg.Wait()
 	took := time.Since(start)
+	cpu := cpuSince(pids, cpuBefore)
+	stopProfile()
 	if failure != nil {
 		b.Fatalf("applying view operations: %v", failure)
 	}
@@ -118,5 +304,5 @@ func foldInProcess(b *testing.B, s *shop, ledger string, n int) time.Duration {
 	if want := s.expected().UserActivity; !maps.Equal(got, want) {
 		b.Fatalf("the in-process fold differs from the independent fold: %d rows against %d", len(got), len(want))
 	}
-	return took
+	return took, cpu
 }

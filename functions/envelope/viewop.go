@@ -68,36 +68,76 @@ type ViewOp struct {
 
 // Validate checks the operation's shape (not its columns against a schema).
 func (op ViewOp) Validate() error {
-	if op.View == "" {
+	return validateOp(op.View, len(op.Key), op.Kind, op.Columns)
+}
+
+// validateOp is Validate of a ViewOp and of a RowOp.
+func validateOp(view string, keys int, kind OpKind, columns []ColumnOp) error {
+	if view == "" {
 		return fmt.Errorf("view operation: field view is empty")
 	}
-	if len(op.Key) == 0 {
-		return fmt.Errorf("view operation on %s: field key is empty", op.View)
+	if keys == 0 {
+		return fmt.Errorf("view operation on %s: field key is empty", view)
 	}
-	switch op.Kind {
+	switch kind {
 	case OpDelete:
-		if len(op.Columns) > 0 {
-			return fmt.Errorf("view operation on %s: a delete carries no columns", op.View)
+		if len(columns) > 0 {
+			return fmt.Errorf("view operation on %s: a delete carries no columns", view)
 		}
 	case OpApply:
-		if len(op.Columns) == 0 {
-			return fmt.Errorf("view operation on %s: an apply carries no columns", op.View)
+		if len(columns) == 0 {
+			return fmt.Errorf("view operation on %s: an apply carries no columns", view)
 		}
-		for i, c := range op.Columns {
+		for i, c := range columns {
 			if c.Column == "" {
-				return fmt.Errorf("view operation on %s: columns[%d].column is empty", op.View, i)
+				return fmt.Errorf("view operation on %s: columns[%d].column is empty", view, i)
 			}
 			if !c.Merge.Valid() {
-				return fmt.Errorf("view operation on %s: columns[%d].merge %q is not one of set, add, max, min, latest", op.View, i, c.Merge)
+				return fmt.Errorf("view operation on %s: columns[%d].merge %q is not one of set, add, max, min, latest", view, i, c.Merge)
 			}
 			if len(c.Value) == 0 {
-				return fmt.Errorf("view operation on %s: columns[%d].value is missing", op.View, i)
+				return fmt.Errorf("view operation on %s: columns[%d].value is missing", view, i)
 			}
 		}
 	default:
-		return fmt.Errorf("view operation on %s: field op %q is not apply or delete", op.View, op.Kind)
+		return fmt.Errorf("view operation on %s: field op %q is not apply or delete", view, kind)
 	}
 	return nil
+}
+
+// KeyValue is one key column of a RowOp and its value, a JSON scalar.
+type KeyValue struct {
+	Column string
+	Value  json.RawMessage
+}
+
+// RowOp is a ViewOp as a transformation builds it: its key is a list of
+// key columns sorted by name, without duplicates, so that building one
+// allocates no map. It is the same operation as op.ViewOp() and has the
+// same payload (AppendJSON) and the same Validate.
+type RowOp struct {
+	View      string
+	Key       []KeyValue
+	Kind      OpKind
+	EventTime time.Time
+	Columns   []ColumnOp
+}
+
+// ViewOp returns the operation as a ViewOp.
+func (op RowOp) ViewOp() ViewOp {
+	var key map[string]json.RawMessage
+	if op.Key != nil {
+		key = make(map[string]json.RawMessage, len(op.Key))
+		for _, k := range op.Key {
+			key[k.Column] = k.Value
+		}
+	}
+	return ViewOp{View: op.View, Key: key, Kind: op.Kind, EventTime: op.EventTime, Columns: op.Columns}
+}
+
+// Validate checks the operation's shape, as ViewOp.Validate does.
+func (op RowOp) Validate() error {
+	return validateOp(op.View, len(op.Key), op.Kind, op.Columns)
 }
 
 // DecodeViewOp parses and validates a view-operation payload. It reads the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/foldline/foldline/functions/envelope/jsonwire"
 )
@@ -18,6 +19,24 @@ import (
 // json.Marshal(op) returns, and fails where json.Marshal fails, with its
 // error.
 func (op ViewOp) AppendJSON(b []byte) ([]byte, error) {
+	// The key's columns sorted, as json.Marshal writes a map (nil stays
+	// nil: null).
+	var buf [4]KeyValue
+	var key []KeyValue
+	if op.Key != nil {
+		key = buf[:0]
+	}
+	for col, v := range op.Key {
+		key = append(key, KeyValue{Column: col, Value: v})
+	}
+	slices.SortFunc(key, func(x, y KeyValue) int { return strings.Compare(x.Column, y.Column) })
+	return RowOp{View: op.View, Key: key, Kind: op.Kind, EventTime: op.EventTime, Columns: op.Columns}.AppendJSON(b)
+}
+
+// AppendJSON appends the operation's payload, byte for byte what
+// json.Marshal(op.ViewOp()) returns, and fails where it fails, with its
+// error.
+func (op RowOp) AppendJSON(b []byte) ([]byte, error) {
 	start := len(b)
 	b = slices.Grow(b, op.sizeHint())
 	b = append(b, `{"view":`...)
@@ -25,14 +44,14 @@ func (op ViewOp) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"key":`...)
 	var ok bool
 	if b, ok = appendKey(b, op.Key); !ok {
-		return marshalViewOp(b[:start], op)
+		return marshalViewOp(b[:start], op.ViewOp())
 	}
 	b = append(b, `,"op":`...)
 	b = jsonwire.AppendString(b, string(op.Kind))
 	b = append(b, `,"time":"`...)
 	tb, err := op.EventTime.AppendText(b)
 	if err != nil {
-		return marshalViewOp(b[:start], op)
+		return marshalViewOp(b[:start], op.ViewOp())
 	}
 	b = append(tb, '"')
 	if len(op.Columns) > 0 {
@@ -47,7 +66,7 @@ func (op ViewOp) AppendJSON(b []byte) ([]byte, error) {
 			b = jsonwire.AppendString(b, string(c.Merge))
 			b = append(b, `,"value":`...)
 			if b, ok = appendRaw(b, c.Value); !ok {
-				return marshalViewOp(b[:start], op)
+				return marshalViewOp(b[:start], op.ViewOp())
 			}
 			b = append(b, '}')
 		}
@@ -58,10 +77,10 @@ func (op ViewOp) AppendJSON(b []byte) ([]byte, error) {
 
 // sizeHint is the length of the operation's payload when nothing in it
 // needs escaping.
-func (op ViewOp) sizeHint() int {
+func (op RowOp) sizeHint() int {
 	n := len(`{"view":"","key":{},"op":"","time":"2006-01-02T15:04:05.999999999-07:00","columns":[]}`) + len(op.View) + len(op.Kind)
-	for col, v := range op.Key {
-		n += len(col) + len(v) + len(`"":,`)
+	for _, k := range op.Key {
+		n += len(k.Column) + len(k.Value) + len(`"":,`)
 	}
 	for _, c := range op.Columns {
 		n += len(c.Column) + len(c.Merge) + len(c.Value) + len(`{"column":"","merge":"","value":},`)
@@ -79,26 +98,21 @@ func marshalViewOp(b []byte, op ViewOp) ([]byte, error) {
 	return append(b, out...), nil
 }
 
-// appendKey writes the key object with its columns sorted, as json.Marshal
-// writes a map; ok is false when a value is not canonical.
-func appendKey(b []byte, key map[string]json.RawMessage) (_ []byte, ok bool) {
+// appendKey writes the key object, whose columns are sorted, as
+// json.Marshal writes a map; nil is null. ok is false when a value is not
+// canonical.
+func appendKey(b []byte, key []KeyValue) (_ []byte, ok bool) {
 	if key == nil {
 		return append(b, "null"...), true
 	}
-	var buf [4]string
-	cols := buf[:0]
-	for col := range key {
-		cols = append(cols, col)
-	}
-	slices.Sort(cols)
 	b = append(b, '{')
-	for i, col := range cols {
+	for i, k := range key {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = jsonwire.AppendString(b, col)
+		b = jsonwire.AppendString(b, k.Column)
 		b = append(b, ':')
-		if b, ok = appendRaw(b, key[col]); !ok {
+		if b, ok = appendRaw(b, k.Value); !ok {
 			return b, false
 		}
 	}
@@ -221,7 +235,10 @@ func decodeViewOp(payload []byte) (op ViewOp, ok bool) {
 		case fieldOp:
 			op.Kind = OpKind(d.string())
 		case fieldTime:
-			if err := op.EventTime.UnmarshalJSON(r.Raw()); err != nil {
+			tok := r.Raw()
+			if t, ok := jsonwire.Time(tok); ok {
+				op.EventTime = t
+			} else if err := op.EventTime.UnmarshalJSON(tok); err != nil {
 				r.Fail()
 			}
 		case fieldKey:

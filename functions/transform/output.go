@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,10 +19,12 @@ import (
 // Row(...).Apply or Row(...).Delete). Outputs built from equal arguments are
 // equal (reflect.DeepEqual), which keeps table tests short.
 type Output struct {
-	key       string
+	key string
+	// eventTime is the time set with At; for a view operation also the
+	// operation's time.
 	eventTime time.Time
 	payload   []byte
-	view      *envelope.ViewOp
+	view      *rowOutput
 	err       error
 }
 
@@ -61,11 +62,6 @@ func EmitBytes(key string, payload []byte) Output {
 // For a view operation this is the time that MergeLatest compares.
 func (o Output) At(t time.Time) Output {
 	o.eventTime = t
-	if o.view != nil {
-		op := *o.view
-		op.EventTime = t
-		o.view = &op
-	}
 	return o
 }
 
@@ -73,7 +69,7 @@ func (o Output) At(t time.Time) Output {
 // derived from the row's key so that operations on one row stay in order.
 func (o Output) Key() string {
 	if o.view != nil {
-		return rowMessageKey(o.view.Key)
+		return o.view.messageKey()
 	}
 	return o.key
 }
@@ -89,7 +85,9 @@ func (o Output) ViewOp() (envelope.ViewOp, bool) {
 	if o.view == nil {
 		return envelope.ViewOp{}, false
 	}
-	return *o.view, true
+	op := o.view.op.ViewOp()
+	op.EventTime = o.eventTime
+	return op, true
 }
 
 // Err returns the problem met while building the output, if any; Process
@@ -106,11 +104,12 @@ func (o Output) String() string {
 	if o.view == nil {
 		fmt.Fprintf(&b, "record %q %s", o.key, o.payload)
 	} else {
-		b.WriteString(o.view.View)
-		b.WriteString(displayKey(o.view.Key))
+		op := &o.view.op
+		b.WriteString(op.View)
+		b.WriteString(displayKey(op.Key))
 		b.WriteString(" ")
-		b.WriteString(string(o.view.Kind))
-		for _, c := range o.view.Columns {
+		b.WriteString(string(op.Kind))
+		for _, c := range op.Columns {
 			fmt.Fprintf(&b, " %s %s %s", c.Merge, c.Column, c.Value)
 		}
 	}
@@ -128,7 +127,8 @@ func (o Output) encode(in Message) (Record, error) {
 	}
 	rec := Record{Key: o.key, EventTime: o.eventTime, Payload: o.payload, Origin: in.Origin}
 	if o.view != nil {
-		op := *o.view
+		op := o.view.op
+		op.EventTime = o.eventTime
 		if op.EventTime.IsZero() {
 			op.EventTime = in.EventTime
 		}
@@ -139,7 +139,7 @@ func (o Output) encode(in Message) (Record, error) {
 		if err != nil {
 			return Record{}, fmt.Errorf("encoding view operation on %s: %w", op.View, err)
 		}
-		rec.Key, rec.EventTime, rec.Payload = rowMessageKey(op.Key), op.EventTime, payload
+		rec.Key, rec.EventTime, rec.Payload = o.view.messageKey(), op.EventTime, payload
 	}
 	if rec.Key == "" {
 		rec.Key = in.Key
@@ -154,20 +154,19 @@ func (o Output) encode(in Message) (Record, error) {
 // for a one-column string key (so a view keyed like its input stays on the
 // same key), the JSON literal for a one-column non-string key, and the
 // canonical JSON of the key object otherwise.
-func rowMessageKey(key map[string]json.RawMessage) string {
+func rowMessageKey(key []envelope.KeyValue) string {
 	if len(key) == 1 {
-		for _, raw := range key {
-			if s, ok := plainString(raw); ok {
-				return s
-			}
-			var s string
-			if json.Unmarshal(raw, &s) == nil {
-				return s
-			}
-			return string(raw)
+		raw := key[0].Value
+		if s, ok := plainString(raw); ok {
+			return s
 		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+		return string(raw)
 	}
-	b, _ := json.Marshal(key) // values came from json.Marshal, so they re-encode without error
+	b, _ := json.Marshal(envelope.RowOp{Key: key}.ViewOp().Key) // values came from json.Marshal, so they re-encode without error
 	return string(b)
 }
 
@@ -193,54 +192,106 @@ type Number interface {
 }
 
 // Column is one column's part of a view operation, built by Set, Add, Max,
-// Min or Latest.
+// Min or Latest. Its value is encoded when it is built, and held inline
+// when short, so that building an operation allocates nothing per value.
 type Column struct {
-	op  envelope.ColumnOp
-	err error
+	column string
+	merge  envelope.Merge
+	value  scalar
+	err    error
 }
 
 // Set overwrites the column: the operation latest in ledger order wins.
-func Set(column string, v any) Column { return newColumn(column, envelope.MergeSet, v) }
+func Set[T any](column string, v T) Column { return newColumn(column, envelope.MergeSet, v) }
 
 // Max keeps the greatest value the column has seen.
-func Max(column string, v any) Column { return newColumn(column, envelope.MergeMax, v) }
+func Max[T any](column string, v T) Column { return newColumn(column, envelope.MergeMax, v) }
 
 // Min keeps the smallest value the column has seen.
-func Min(column string, v any) Column { return newColumn(column, envelope.MergeMin, v) }
+func Min[T any](column string, v T) Column { return newColumn(column, envelope.MergeMin, v) }
 
 // Latest keeps the value of the operation with the latest event time (ties
 // go to the later ledger position).
-func Latest(column string, v any) Column { return newColumn(column, envelope.MergeLatest, v) }
+func Latest[T any](column string, v T) Column { return newColumn(column, envelope.MergeLatest, v) }
 
 // Add adds n to the column (counts and sums; n may be negative).
 func Add[N Number](column string, n N) Column {
 	return newColumn(column, envelope.MergeAdd, n)
 }
 
-func newColumn(column string, merge envelope.Merge, v any) Column {
-	raw, err := encodeValue(v)
+func newColumn[T any](column string, merge envelope.Merge, v T) Column {
+	value, err := newScalar(v)
 	if err != nil {
 		return Column{err: fmt.Errorf("encoding column %s: %w", column, err)}
 	}
-	return Column{op: envelope.ColumnOp{Column: column, Merge: merge, Value: raw}}
+	return Column{column: column, merge: merge, value: value}
+}
+
+// scalarInline is the longest encoded value a scalar holds inline: a
+// quoted RFC 3339 time with nanoseconds in UTC.
+const scalarInline = len(`"2006-01-02T15:04:05.999999999Z"`)
+
+// scalar is a value encoded as a JSON scalar (encodeValue), inline when it
+// is at most scalarInline bytes long.
+type scalar struct {
+	short [scalarInline]byte
+	n     uint8
+	long  json.RawMessage // nil when the value is inline
+	// text is the value when it is a Go string of valid UTF-8: what the
+	// message key of a row keyed by it is (rowMessageKey).
+	text   string
+	isText bool
+}
+
+func newScalar[T any](v T) (scalar, error) {
+	var tmp [scalarInline]byte // on the stack: raw is copied, not kept
+	raw, err := appendValue(tmp[:0], v)
+	if err != nil {
+		return scalar{}, err
+	}
+	var s scalar
+	if len(raw) <= scalarInline {
+		s.n = uint8(copy(s.short[:], raw))
+	} else {
+		s.long = bytes.Clone(raw)
+	}
+	if x, ok := any(v).(string); ok && utf8.ValidString(x) {
+		s.text, s.isText = x, true
+	}
+	return s, nil
+}
+
+// raw returns the encoded value; an inline one is copied into buf when it
+// has room, else into memory of its own.
+func (s *scalar) raw(buf *rowOutput) json.RawMessage {
+	if s.long != nil {
+		return s.long
+	}
+	return buf.hold(s.short[:s.n])
 }
 
 // encodeValue writes a column value as a JSON scalar; times become UTC
 // RFC 3339 so that equal instants encode equally.
 func encodeValue(v any) (json.RawMessage, error) {
-	switch x := v.(type) {
+	return appendValue(nil, v)
+}
+
+// appendValue appends what encodeValue returns for v. It grows b only when
+// the value does not fit, so that a short value costs nothing in a buffer
+// of scalarInline bytes.
+func appendValue[T any](b []byte, v T) ([]byte, error) {
+	switch x := any(v).(type) {
 	case time.Time:
 		// RFC 3339 has nothing that JSON escapes.
-		b := append(make([]byte, 0, len(`""`)+len(time.RFC3339Nano)), '"')
-		return append(x.UTC().AppendFormat(b, time.RFC3339Nano), '"'), nil
+		return append(x.UTC().AppendFormat(append(b, '"'), time.RFC3339Nano), '"'), nil
 	case string:
-		return jsonwire.AppendString(make([]byte, 0, len(x)+2), x), nil
+		return jsonwire.AppendString(b, x), nil
 	case bool:
-		return strconv.AppendBool(nil, x), nil
+		return strconv.AppendBool(b, x), nil
 	case int:
-		return strconv.AppendInt(nil, int64(x), 10), nil
+		return strconv.AppendInt(b, int64(x), 10), nil
 	case int64:
-		return strconv.AppendInt(nil, x, 10), nil
+		return strconv.AppendInt(b, x, 10), nil
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -249,79 +300,156 @@ func encodeValue(v any) (json.RawMessage, error) {
 	if len(raw) > 0 && (raw[0] == '{' || raw[0] == '[') {
 		return nil, fmt.Errorf("value %s is not a scalar", raw)
 	}
-	return raw, nil
+	return append(b, raw...), nil
 }
 
 // RowRef names one row of a view by its key columns.
 type RowRef struct {
 	view string
-	key  map[string]json.RawMessage
-	err  error
+	// first is the key column Row names, rest those And adds (none
+	// repeated: And replaces a column it is given again).
+	first keyPart
+	rest  []keyPart
+	err   error
+}
+
+type keyPart struct {
+	column string
+	value  scalar
 }
 
 // Row names the row of view whose key column has the value keyValue. Use And
 // for further key columns.
-func Row(view, keyColumn string, keyValue any) RowRef {
-	return RowRef{view: view}.And(keyColumn, keyValue)
+func Row[T any](view, keyColumn string, keyValue T) RowRef {
+	value, err := newScalar(keyValue)
+	r := RowRef{view: view, first: keyPart{column: keyColumn, value: value}}
+	if err != nil {
+		r.err = keyError(keyColumn, view, err)
+	}
+	return r
 }
 
 // And adds a key column, for views with a composite key.
 func (r RowRef) And(keyColumn string, keyValue any) RowRef {
-	raw, err := encodeValue(keyValue)
-	key := maps.Clone(r.key)
-	if key == nil {
-		key = make(map[string]json.RawMessage, 1)
+	value, err := newScalar(keyValue)
+	part := keyPart{column: keyColumn, value: value}
+	switch i := slices.IndexFunc(r.rest, func(p keyPart) bool { return p.column == keyColumn }); {
+	case keyColumn == r.first.column:
+		r.first = part
+	case i >= 0:
+		r.rest = slices.Clone(r.rest)
+		r.rest[i] = part
+	default:
+		r.rest = append(r.rest[:len(r.rest):len(r.rest)], part)
 	}
-	key[keyColumn] = raw
-	r.key = key
 	if err != nil && r.err == nil {
-		r.err = fmt.Errorf("encoding key column %s of view %s: %w", keyColumn, r.view, err)
+		r.err = keyError(keyColumn, r.view, err)
 	}
 	return r
+}
+
+func keyError(keyColumn, view string, err error) error {
+	return fmt.Errorf("encoding key column %s of view %s: %w", keyColumn, view, err)
 }
 
 // Apply merges each column into the row by the column's rule, creating the
 // row if it does not exist (an upsert when every column uses Set).
 func (r RowRef) Apply(columns ...Column) Output {
-	op := r.op(envelope.OpApply)
-	op.Columns = make([]envelope.ColumnOp, 0, len(columns))
 	for _, c := range columns {
 		if c.err != nil {
 			return Output{err: c.err}
 		}
-		op.Columns = append(op.Columns, c.op)
 	}
-	return r.output(op)
+	if r.err != nil {
+		return Output{err: r.err}
+	}
+	v := r.row(envelope.OpApply)
+	v.op.Columns = v.columns[:0]
+	if len(columns) > len(v.columns) {
+		v.op.Columns = make([]envelope.ColumnOp, 0, len(columns))
+	}
+	for i := range columns {
+		c := &columns[i]
+		v.op.Columns = append(v.op.Columns, envelope.ColumnOp{Column: c.column, Merge: c.merge, Value: c.value.raw(v)})
+	}
+	return Output{view: v}
 }
 
 // Delete removes the row.
 func (r RowRef) Delete() Output {
-	return r.output(r.op(envelope.OpDelete))
-}
-
-func (r RowRef) op(kind envelope.OpKind) envelope.ViewOp {
-	return envelope.ViewOp{View: r.view, Key: maps.Clone(r.key), Kind: kind}
-}
-
-func (r RowRef) output(op envelope.ViewOp) Output {
 	if r.err != nil {
 		return Output{err: r.err}
 	}
-	return Output{view: &op}
+	return Output{view: r.row(envelope.OpDelete)}
 }
 
-// displayKey renders a key as {col=value,...} in column order for String.
-func displayKey(key map[string]json.RawMessage) string {
-	cols := slices.Sorted(maps.Keys(key))
+// row starts the operation on the row: its view, kind and key.
+func (r RowRef) row(kind envelope.OpKind) *rowOutput {
+	v := &rowOutput{op: envelope.RowOp{View: r.view, Kind: kind}}
+	if len(r.rest) == 0 && r.first.value.isText {
+		v.msgKey, v.msgKnown = r.first.value.text, true
+	}
+	key := v.key[:0]
+	if 1+len(r.rest) > len(v.key) {
+		key = make([]envelope.KeyValue, 0, 1+len(r.rest))
+	}
+	key = append(key, envelope.KeyValue{Column: r.first.column, Value: r.first.value.raw(v)})
+	for i := range r.rest {
+		key = append(key, envelope.KeyValue{Column: r.rest[i].column, Value: r.rest[i].value.raw(v)})
+	}
+	slices.SortFunc(key, func(a, b envelope.KeyValue) int { return strings.Compare(a.Column, b.Column) })
+	v.op.Key = key
+	return v
+}
+
+// rowOutput is a view operation as Apply or Delete built it; outputs
+// share it, and nothing changes it afterwards. Its time is the Output's.
+// The key, the columns and the short values live in its own arrays when
+// they fit, so that an operation costs one allocation.
+type rowOutput struct {
+	op envelope.RowOp
+	// msgKey is the message key when msgKnown; rowMessageKey otherwise.
+	msgKey   string
+	msgKnown bool
+	key      [2]envelope.KeyValue
+	columns  [4]envelope.ColumnOp
+	values   [96]byte
+	used     int
+}
+
+// hold returns a copy of an encoded value, in v's own bytes when they
+// have room.
+func (v *rowOutput) hold(raw []byte) json.RawMessage {
+	n := len(raw)
+	if v.used+n > len(v.values) {
+		return bytes.Clone(raw)
+	}
+	dst := v.values[v.used : v.used+n : v.used+n]
+	copy(dst, raw)
+	v.used += n
+	return dst
+}
+
+// messageKey is the operation's message key (rowMessageKey of its key).
+func (v *rowOutput) messageKey() string {
+	if v.msgKnown {
+		return v.msgKey
+	}
+	return rowMessageKey(v.op.Key)
+}
+
+// displayKey renders a key, whose columns are sorted, as {col=value,...}
+// for String.
+func displayKey(key []envelope.KeyValue) string {
 	var b strings.Builder
 	b.WriteByte('{')
-	for i, col := range cols {
+	for i, k := range key {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(col)
+		b.WriteString(k.Column)
 		b.WriteByte('=')
-		b.Write(key[col])
+		b.Write(k.Value)
 	}
 	b.WriteByte('}')
 	return b.String()

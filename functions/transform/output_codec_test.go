@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/foldline/foldline/functions/envelope"
 )
 
 // encodeValueReference is encodeValue as it was, by encoding/json.
@@ -53,7 +55,7 @@ func TestRowMessageKeyMatchesJSON(t *testing.T) {
 		raws = append(raws, string(b))
 	}
 	for _, raw := range raws {
-		got := rowMessageKey(map[string]json.RawMessage{"k": json.RawMessage(raw)})
+		got := rowMessageKey([]envelope.KeyValue{{Column: "k", Value: json.RawMessage(raw)}})
 		want := raw
 		var s string
 		if json.Unmarshal([]byte(raw), &s) == nil {

@@ -171,17 +171,7 @@ func (a *Applier) Apply(ctx context.Context, ops []Op) Result {
 // blocks while Concurrency × BatchSize rows wait for the workers, which
 // bounds memory.
 func (a *Applier) Start(ctx context.Context, ops []Op) *Pending {
-	p := &Pending{res: Result{Errs: make([]error, len(ops))}}
-	bound := make([]boundOp, 0, len(ops))
-	for i, op := range ops {
-		b, err := a.view.bind(i, op)
-		if err != nil {
-			p.res.Errs[i] = fmt.Errorf("%w: %w", ErrRejected, err)
-			continue
-		}
-		bound = append(bound, b)
-	}
-	groups := coalesce(bound)
+	p, groups := a.group(ops)
 	p.wg.Add(len(groups))
 	a.startMu.Lock()
 	defer a.startMu.Unlock()
@@ -189,6 +179,24 @@ func (a *Applier) Start(ctx context.Context, ops []Op) *Pending {
 		a.queue.push(&rowJob{ctx: ctx, group: g, batch: p})
 	}
 	return p
+}
+
+// group binds a batch's operations and groups them by row: the batch's
+// Pending, with the rejected operations' errors recorded, and its rows in
+// order of first appearance.
+func (a *Applier) group(ops []Op) (*Pending, []*rowGroup) {
+	p := &Pending{res: Result{Errs: make([]error, len(ops))}}
+	bound := make([]boundOp, 0, len(ops))
+	arena := a.view.newBindArena(ops)
+	for i, op := range ops {
+		b, err := a.view.bind(i, op, arena)
+		if err != nil {
+			p.res.Errs[i] = fmt.Errorf("%w: %w", ErrRejected, err)
+			continue
+		}
+		bound = append(bound, b)
+	}
+	return p, coalesce(bound)
 }
 
 // rowUpdate is a row folded with the operations of one task (the row's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,20 +24,31 @@ type BatchStarter interface {
 // SubmitAsync blocks only while the queue is full: that is the sink's
 // backpressure, and what keeps memory bounded under a backlog.
 //
-// Up to Pipeline batches are in flight at once. A new batch starts filling
-// when one of them is done, and is started as its Cut says. Memory holds at
-// most Pipeline+1 batches.
+// Up to Pipeline batches are in flight at once. Submitters add to the
+// batch filling, which is started as its Cut says once one of them is done.
+// Memory holds at most Pipeline+1 batches. Submitting costs a lock, not a
+// hand-over to another goroutine: Run is woken only when the filling batch
+// may be ready (its first operation, a full batch, nothing more coming).
 type Batcher struct {
 	starter  BatchStarter
 	pipeline int
-	queue    chan pending
 	cut      atomic.Pointer[Cut]
-	// waiting counts operations submitted and not yet answered; inFlight
-	// those of them in started batches.
-	waiting, inFlight atomic.Int64
 	// upcoming is the number of operations the submitter has announced
 	// beyond those submitted (Upcoming).
 	upcoming atomic.Int64
+
+	mu sync.Mutex
+	// filling is the batch submitters add to; Run takes it whole.
+	filling []pending
+	// room is closed when Run takes the filling batch, for submitters
+	// waiting while it is full.
+	room chan struct{}
+	// wake asks Run to look at the filling batch again. It holds one
+	// signal, so that none is lost while Run is busy.
+	wake chan struct{}
+	// flush asks Run to start the filling batch whatever its cut (Flush).
+	flush atomic.Bool
+
 	// applied, skipped and rejected count the answered operations (Totals).
 	applied, skipped, rejected atomic.Int64
 	// faults reports a panic while answering a batch (see Faults).
@@ -93,7 +105,7 @@ type pending struct {
 // NewBatcher returns a Batcher that cuts batches as cut says; Run must be
 // running for Submit to return.
 func NewBatcher(starter BatchStarter, cut Cut, pipeline int) *Batcher {
-	b := &Batcher{starter: starter, pipeline: max(pipeline, 1), queue: make(chan pending, max(cut.Size, 1)), faults: safego.New()}
+	b := &Batcher{starter: starter, pipeline: max(pipeline, 1), room: make(chan struct{}), wake: make(chan struct{}, 1), faults: safego.New()}
 	b.SetCut(cut)
 	return b
 }
@@ -129,13 +141,42 @@ func (b *Batcher) Submit(ctx context.Context, op Op) error {
 // op's batch is applied. It returns an error (and never calls done) when ctx
 // ends before op is queued.
 func (b *Batcher) SubmitAsync(ctx context.Context, op Op, done func(error)) error {
-	b.waiting.Add(1)
+	for {
+		b.mu.Lock()
+		cut := b.cut.Load()
+		if n := len(b.filling); n < max(cut.Size, 1) {
+			if b.filling == nil {
+				b.filling = make([]pending, 0, max(cut.Size, 1))
+			}
+			b.filling = append(b.filling, pending{op: op, done: done})
+			b.mu.Unlock()
+			if n == 0 || n+1 >= cut.Size || b.nothingComing(cut) {
+				b.signal()
+			}
+			return nil
+		}
+		room := b.room
+		b.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return fmt.Errorf("queueing a view operation: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// nothingComing reports whether an eager cut may start the filling batch:
+// every submitted operation not in flight is in it, and no more are
+// announced.
+func (b *Batcher) nothingComing(cut *Cut) bool {
+	return cut.Eager && b.upcoming.Load() <= 0
+}
+
+// signal wakes Run, or leaves it a signal.
+func (b *Batcher) signal() {
 	select {
-	case b.queue <- pending{op: op, done: done}:
-		return nil
-	case <-ctx.Done():
-		b.waiting.Add(-1)
-		return fmt.Errorf("queueing a view operation: %w", context.Cause(ctx))
+	case b.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -144,7 +185,16 @@ func (b *Batcher) SubmitAsync(ctx context.Context, op Op, done func(error)) erro
 // messages waiting for the handler, pf's FunctionContext.Pending). While it
 // is above zero an eager batch keeps filling, up to its cut's Size or Linger.
 func (b *Batcher) Upcoming(n int) {
+	// No wake-up: the submission that follows the announcement looks.
 	b.upcoming.Store(int64(n))
+}
+
+// Flush starts the batch filling now, whatever its cut says: the submitter
+// has come to the end of its input (a bounded one, such as a ledger folded
+// up to a position) and nothing will join the batch.
+func (b *Batcher) Flush() {
+	b.flush.Store(true)
+	b.signal()
 }
 
 // Run gathers and starts batches until ctx ends, answering callers as their
@@ -159,20 +209,14 @@ func (b *Batcher) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		var batch []pending
-		select {
-		case p := <-b.queue:
-			batch = append(make([]pending, 0, b.cut.Load().Size), p)
-		case <-ctx.Done():
+		batch := b.gather(ctx)
+		if batch == nil {
 			return
 		}
-		batch = b.fill(ctx, batch)
 		ops := make([]Op, len(batch))
 		for i, p := range batch {
 			ops[i] = p.op
 		}
-		n := int64(len(batch))
-		b.inFlight.Add(n)
 		started := b.starter.Start(ctx, ops)
 		b.faults.Go("answering a batch", func() {
 			res := started.Wait()
@@ -180,8 +224,6 @@ func (b *Batcher) Run(ctx context.Context) {
 			for i, p := range batch {
 				p.done(res.Errs[i])
 			}
-			b.inFlight.Add(-n)
-			b.waiting.Add(-n)
 			<-slots
 		})
 	}
@@ -201,30 +243,37 @@ func (b *Batcher) count(res Result) {
 	b.rejected.Add(int64(rejected))
 }
 
-// fill adds queued operations to batch until one of the flush conditions
-// holds.
-func (b *Batcher) fill(ctx context.Context, batch []pending) []pending {
-	cut := b.cut.Load()
-	timer := time.NewTimer(cut.Linger)
-	defer timer.Stop()
-	for len(batch) < cut.Size {
-		select {
-		case p := <-b.queue:
-			batch = append(batch, p)
-			continue
-		default:
-		}
-		if cut.Eager && b.upcoming.Load() <= 0 && int64(len(batch)) >= b.waiting.Load()-b.inFlight.Load() {
+// gather waits until the filling batch is to be started, as its cut says,
+// and takes it; nil when ctx ends first. The linger runs from the moment
+// gather finds the batch's first operation.
+func (b *Batcher) gather(ctx context.Context) []pending {
+	var linger <-chan time.Time
+	lingered := false
+	for {
+		b.mu.Lock()
+		cut := b.cut.Load()
+		n := len(b.filling)
+		if n > 0 && (n >= cut.Size || lingered || b.nothingComing(cut) || b.flush.Load()) {
+			batch := b.filling
+			b.filling = nil
+			b.flush.Store(false)
+			close(b.room)
+			b.room = make(chan struct{})
+			b.mu.Unlock()
 			return batch
 		}
+		b.mu.Unlock()
+		if n > 0 && linger == nil {
+			timer := time.NewTimer(cut.Linger)
+			defer timer.Stop()
+			linger = timer.C
+		}
 		select {
-		case p := <-b.queue:
-			batch = append(batch, p)
-		case <-timer.C:
-			return batch
+		case <-b.wake:
+		case <-linger:
+			lingered = true
 		case <-ctx.Done():
-			return batch
+			return nil
 		}
 	}
-	return batch
 }

@@ -191,7 +191,7 @@ func plainWrite(b *testing.B, session *gocql.Session, s ViewSchema, ops []Op, co
 	for range benchConcurrency {
 		wg.Go(func() {
 			for i := range work {
-				op, err := v.bind(i, ops[i])
+				op, err := v.bind(i, ops[i], nil)
 				if err != nil {
 					b.Error(err)
 					continue

@@ -366,6 +366,32 @@ func TestBatcherBuildingBatchesWaitForTheirSize(t *testing.T) {
 	}
 }
 
+func TestBatcherFlushStartsABuildingBatch(t *testing.T) {
+	rec := &recordingApply{}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := NewBatcher(rec, Cut{Size: 1000, Linger: time.Hour}, 2) // building
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var answered sync.WaitGroup
+	for i := range 2 {
+		answered.Add(1)
+		if err := b.SubmitAsync(t.Context(), upsert("u", "p0", int64(i)).col("views", envelope.MergeAdd, 1).op(), func(err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			answered.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Flush() // with an hour of linger, only this lets them be answered
+	answered.Wait()
+	if !slices.Equal(rec.batches, []int{2}) {
+		t.Errorf("batches = %v, want one of two operations", rec.batches)
+	}
+}
+
 func TestBatcherSubmitEndsWithItsContext(t *testing.T) {
 	block := make(chan struct{})
 	b := runBatcher(t, startFunc(func(ctx context.Context, ops []Op) *Pending {

@@ -67,9 +67,14 @@ func supportedTypes() string {
 }
 
 func textType(name string, asciiOnly bool) *cqlType {
+	// Decoded values by their JSON, boxed once.
+	decoded := newInterner[any]()
 	return &cqlType{
 		name: name,
 		decode: func(raw json.RawMessage) (any, error) {
+			if v, ok := decoded.lookup(raw); ok {
+				return v, nil
+			}
 			s, err := decodeString(raw)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s wants a JSON string, got %s", ErrBadValue, name, abbreviate(raw))
@@ -84,7 +89,9 @@ func textType(name string, asciiOnly bool) *cqlType {
 					}
 				}
 			}
-			return s, nil
+			var v any = s
+			decoded.store(raw, v)
+			return v, nil
 		},
 		scanDest: func() any { return new(*string) },
 		fromScan: func(d any) any {
@@ -194,6 +201,11 @@ func decodeString(raw json.RawMessage) (string, error) {
 }
 
 func decodeTimestamp(raw json.RawMessage) (any, error) {
+	// CQL timestamps hold milliseconds; truncating here keeps the folded
+	// value identical to what a read returns.
+	if t, ok := jsonwire.Time(raw); ok {
+		return t.Truncate(time.Millisecond), nil
+	}
 	s, err := decodeString(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: timestamp wants an RFC 3339 string, got %s", ErrBadValue, abbreviate(raw))
@@ -202,8 +214,6 @@ func decodeTimestamp(raw json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: timestamp wants an RFC 3339 string, got %q", ErrBadValue, s)
 	}
-	// CQL timestamps hold milliseconds; truncating here keeps the folded
-	// value identical to what a read returns.
 	return t.UTC().Truncate(time.Millisecond), nil
 }
 

@@ -71,9 +71,37 @@ type columnValue struct {
 	value  any
 }
 
-// bind decodes and checks an operation. Every error it returns is permanent:
-// the same operation can never apply.
-func (v *compiledView) bind(index int, op Op) (boundOp, error) {
+// bindArena hands out the key and column slices of a batch's bound
+// operations from a few allocations instead of two or more per operation.
+// The zero value allocates for each operation.
+type bindArena struct {
+	keys []any
+	cols []columnValue
+}
+
+// newBindArena returns an arena with room for ops.
+func (v *compiledView) newBindArena(ops []Op) *bindArena {
+	cols := 0
+	for _, op := range ops {
+		cols += len(op.View.Columns)
+	}
+	return &bindArena{keys: make([]any, 0, len(ops)*len(v.schema.Key)), cols: make([]columnValue, 0, cols)}
+}
+
+// take returns an empty slice with room for n elements, cut from *pool
+// while it has room.
+func take[T any](pool *[]T, n int) []T {
+	p := *pool
+	if cap(p)-len(p) < n {
+		return make([]T, 0, n)
+	}
+	*pool = p[:len(p)+n]
+	return p[len(p) : len(p) : len(p)+n]
+}
+
+// bind decodes and checks an operation, taking its slices from arena. Every
+// error it returns is permanent: the same operation can never apply.
+func (v *compiledView) bind(index int, op Op, arena *bindArena) (boundOp, error) {
 	vo := op.View
 	if err := vo.Validate(); err != nil {
 		return boundOp{}, err
@@ -88,6 +116,11 @@ func (v *compiledView) bind(index int, op Op) (boundOp, error) {
 	if len(vo.Key) != len(v.schema.Key) {
 		return boundOp{}, fmt.Errorf("%w: got %d key columns, the view has %d (%s)", ErrBadKey, len(vo.Key), len(v.schema.Key), v.keyNames())
 	}
+	if arena == nil {
+		arena = &bindArena{}
+	}
+	b.key = take(&arena.keys, len(v.schema.Key))
+	b.columns = take(&arena.cols, len(vo.Columns))
 	for i, k := range v.schema.Key {
 		raw, ok := vo.Key[k.Name]
 		if !ok {
@@ -214,32 +247,41 @@ func (v *compiledView) fold(r *rowState, op boundOp) (bool, error) {
 		r.advance(op.origin)
 		return true, nil
 	}
-	// Merge into a copy first so that an error leaves the row as it was.
-	values := append([]any(nil), r.values...)
+	// Merge into a list of changes first so that an error leaves the row as
+	// it was.
+	var buf [8]columnValue
+	changes := buf[:0]
 	var latest map[string]time.Time // allocated by the first latest column
 	for _, c := range op.columns {
 		def := v.schema.Columns[c.column]
-		cur := values[c.column]
+		cur := r.values[c.column]
+		change := -1 // the column's entry in changes, once it has one
+		for i := range changes {
+			if changes[i].column == c.column {
+				cur, change = changes[i].value, i
+			}
+		}
+		next := cur
 		switch def.Merge {
 		case envelope.MergeSet:
-			values[c.column] = c.value
+			next = c.value
 		case envelope.MergeAdd:
 			if cur == nil {
-				values[c.column] = c.value
-				continue
+				next = c.value
+				break
 			}
 			sum, err := v.colTypes[c.column].addValues(cur, c.value)
 			if err != nil {
 				return false, fmt.Errorf("column %s: %w", def.Name, err)
 			}
-			values[c.column] = sum
+			next = sum
 		case envelope.MergeMax:
 			if cur == nil || compareValues(c.value, cur) > 0 {
-				values[c.column] = c.value
+				next = c.value
 			}
 		case envelope.MergeMin:
 			if cur == nil || compareValues(c.value, cur) < 0 {
-				values[c.column] = c.value
+				next = c.value
 			}
 		case envelope.MergeLatest:
 			// Ties go to the later operation: within one origin partition
@@ -249,15 +291,22 @@ func (v *compiledView) fold(r *rowState, op boundOp) (bool, error) {
 				at, seen = r.latestAt[def.Name]
 			}
 			if !seen || !op.eventTime.Before(at) {
-				values[c.column] = c.value
+				next = c.value
 				if latest == nil {
 					latest = map[string]time.Time{}
 				}
 				latest[def.Name] = op.eventTime
 			}
 		}
+		if change >= 0 {
+			changes[change].value = next
+		} else {
+			changes = append(changes, columnValue{column: c.column, value: next})
+		}
 	}
-	r.values = values
+	for _, c := range changes {
+		r.values[c.column] = c.value
+	}
 	maps.Copy(r.latestAt, latest)
 	r.deleted = false
 	r.advance(op.origin)

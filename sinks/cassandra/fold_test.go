@@ -90,7 +90,7 @@ func foldAll(t *testing.T, v *compiledView, ops []Op) map[string]*rowState {
 	t.Helper()
 	rows := map[string]*rowState{}
 	for i, op := range ops {
-		b, err := v.bind(i, op)
+		b, err := v.bind(i, op, nil)
 		if err != nil {
 			t.Fatalf("binding op %d: %v", i, err)
 		}
@@ -108,7 +108,7 @@ func foldAll(t *testing.T, v *compiledView, ops []Op) map[string]*rowState {
 
 func rowKeyOf(t *testing.T, v *compiledView, user string) string {
 	t.Helper()
-	b, err := v.bind(0, upsert(user, "p0", 1).col("views", envelope.MergeAdd, 1).op())
+	b, err := v.bind(0, upsert(user, "p0", 1).col("views", envelope.MergeAdd, 1).op(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestFoldSkipsWhatTheRowHasSeen(t *testing.T) {
 			row := newRowState(len(v.colTypes))
 			skips := 0
 			for _, i := range tt.delivered {
-				b, err := v.bind(i, ops[i])
+				b, err := v.bind(i, ops[i], nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -229,7 +229,7 @@ func TestDeleteRemembersPositionsAgainstStaleUpserts(t *testing.T) {
 	v := mustCompile(t, testSchema("ks"))
 	stale := upsert("u", "p0", 1).col("views", envelope.MergeAdd, 5).op()
 	row := foldAll(t, v, []Op{stale, deletion("u", "p0", 2).op()})[rowKeyOf(t, v, "u")]
-	b, err := v.bind(0, stale)
+	b, err := v.bind(0, stale, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestDeleteRemembersPositionsAgainstStaleUpserts(t *testing.T) {
 func TestFoldRejectsOverflowAndLeavesTheRow(t *testing.T) {
 	v := mustCompile(t, testSchema("ks"))
 	row := foldAll(t, v, []Op{upsert("u", "p0", 1).col("views", envelope.MergeAdd, int64(1)<<62).col("url", envelope.MergeSet, "/a").op()})[rowKeyOf(t, v, "u")]
-	b, err := v.bind(1, upsert("u", "p0", 2).col("url", envelope.MergeSet, "/b").col("views", envelope.MergeAdd, int64(1)<<62).op())
+	b, err := v.bind(1, upsert("u", "p0", 2).col("url", envelope.MergeSet, "/b").col("views", envelope.MergeAdd, int64(1)<<62).op(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestBindRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := v.bind(0, tt.op); !errors.Is(err, tt.want) {
+			if _, err := v.bind(0, tt.op, nil); !errors.Is(err, tt.want) {
 				t.Errorf("bind error = %v, want %v", err, tt.want)
 			}
 		})
@@ -315,7 +315,7 @@ func TestCoalesceKeepsRowsAndOrder(t *testing.T) {
 	users := []string{"a", "b", "a", "c", "b", "a"}
 	var bound []boundOp
 	for i, u := range users {
-		b, err := v.bind(i, upsert(u, "p0", int64(i+1)).col("views", envelope.MergeAdd, 1).op())
+		b, err := v.bind(i, upsert(u, "p0", int64(i+1)).col("views", envelope.MergeAdd, 1).op(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -354,7 +354,7 @@ func TestDiffWritesOnlyWhatChanged(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			after := before.clone()
-			b, err := v.bind(0, tt.op)
+			b, err := v.bind(0, tt.op, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -56,7 +56,7 @@ func NewMemTable(schema ViewSchema) (*MemTable, error) {
 // Apply folds one operation. An error is the sink's for an operation it
 // would dead-letter (errors.Is ErrWrongView, ErrBadValue, ErrEpochChanged…).
 func (m *MemTable) Apply(op Op) (applied bool, err error) {
-	b, err := m.view.bind(0, op)
+	b, err := m.view.bind(0, op, nil)
 	if err != nil {
 		m.Totals.Rejected++
 		return false, err
@@ -127,7 +127,7 @@ func (m *MemTable) ParseKey(text []string) ([]any, error) {
 // KeyOf returns the key, as RowKey gives it, of the row op is on; an
 // error for an operation the sink would reject.
 func (m *MemTable) KeyOf(op Op) (string, error) {
-	b, err := m.view.bind(0, op)
+	b, err := m.view.bind(0, op, nil)
 	if err != nil {
 		return "", err
 	}
@@ -140,13 +140,30 @@ func (m *MemTable) RowKey(key []any) string { return keyString(key) }
 // keyString is a row's key as one string: what rows are grouped and
 // cached by.
 func keyString(key []any) string {
-	var b strings.Builder
+	var buf [internMaxBytes]byte
+	b := buf[:0]
 	for _, v := range key {
-		b.WriteString(strconv.Quote(fmt.Sprint(v)))
-		b.WriteByte(',')
+		switch x := v.(type) {
+		case string:
+			b = strconv.AppendQuote(b, x)
+		case int64:
+			b = append(strconv.AppendInt(append(b, '"'), x, 10), '"')
+		default:
+			b = strconv.AppendQuote(b, fmt.Sprint(v))
+		}
+		b = append(b, ',')
 	}
-	return b.String()
+	if s, ok := rowKeys.lookup(b); ok {
+		return s
+	}
+	s := string(b)
+	rowKeys.store(b, s)
+	return s
 }
+
+// rowKeys interns the row keys keyString makes: a row's operations keep
+// coming, and its key need not be allocated for each.
+var rowKeys = newInterner[string]()
 
 func (v *compiledView) memRow(key []any, s *rowState) MemRow {
 	r := MemRow{Key: key, Values: map[string]any{}, Applied: maps.Clone(s.applied), Deleted: s.deleted}

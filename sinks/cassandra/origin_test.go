@@ -95,7 +95,7 @@ func TestFoldRefusesAnotherEpoch(t *testing.T) {
 			})
 			r := newRowState(len(v.colTypes))
 			for i, op := range append(first, then...) {
-				b, err := v.bind(i, op)
+				b, err := v.bind(i, op, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -3,7 +3,6 @@ package cassandra
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -56,7 +55,7 @@ func (a *Applier) prefetchRows(ctx context.Context, chunk []*rowGroup) {
 			return
 		}
 		// The same row key that binding an operation computes.
-		found[strconv.Quote(fmt.Sprint(keyType.fromScan(keyDest)))+","] = state
+		found[keyString([]any{keyType.fromScan(keyDest)})] = state
 	}
 	if err := iter.Close(); err != nil {
 		return

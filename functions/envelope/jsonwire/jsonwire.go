@@ -14,6 +14,7 @@ package jsonwire
 
 import (
 	"encoding/json"
+	"time"
 	"unicode/utf8"
 )
 
@@ -305,9 +306,18 @@ func digits(d []byte, i int) int {
 func (r *Reader) str() (content []byte, plain bool) {
 	d := r.data
 	start := r.pos + 1
+	// The common case first: plain ASCII up to the closing quote.
+	i := start
+	for i < len(d) && plainASCII[d[i]] {
+		i++
+	}
+	if i < len(d) && d[i] == '"' {
+		r.pos = i + 1
+		return d[start:i], true
+	}
 	plain = true
 	ascii := true
-	for i := start; i < len(d); i++ {
+	for ; i < len(d); i++ {
 		switch c := d[i]; {
 		case c == '"':
 			r.pos = i + 1
@@ -345,6 +355,15 @@ func (r *Reader) str() (content []byte, plain bool) {
 	r.failed = true
 	return nil, false
 }
+
+// plainASCII says which bytes stand for themselves in a JSON string and
+// are ASCII: all but controls, '"', '\\' and the bytes of multi-byte UTF-8.
+var plainASCII = func() (set [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		set[c] = c != '"' && c != '\\'
+	}
+	return set
+}()
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
@@ -486,4 +505,73 @@ func Int(raw []byte) (n int64, ok bool) {
 		n = -n
 	}
 	return n, true
+}
+
+// Time returns the time that tok, a JSON string token (quotes included,
+// nothing around them), holds when it is a UTC time in the one form
+// Foldline writes, YYYY-MM-DDTHH:MM:SS[.F]Z with 1 to 9 fraction digits:
+// exactly what time.Parse(time.RFC3339Nano, …) and time.Time's
+// UnmarshalJSON return for it. ok is false for anything else (another zone,
+// a date that does not exist, escapes), which the caller hands to them.
+func Time(tok []byte) (t time.Time, ok bool) {
+	n := len(tok)
+	if n < len(`"2006-01-02T15:04:05Z"`) || tok[0] != '"' || tok[n-1] != '"' || tok[n-2] != 'Z' {
+		return time.Time{}, false
+	}
+	s := tok[1 : n-2] // without the quotes and the Z
+	if s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return time.Time{}, false
+	}
+	year, ok1 := fixedDigits(s[0:4])
+	month, ok2 := fixedDigits(s[5:7])
+	day, ok3 := fixedDigits(s[8:10])
+	hour, ok4 := fixedDigits(s[11:13])
+	minute, ok5 := fixedDigits(s[14:16])
+	sec, ok6 := fixedDigits(s[17:19])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 ||
+		day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	nsec := 0
+	if frac := s[19:]; len(frac) > 0 {
+		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+			return time.Time{}, false
+		}
+		f, ok := fixedDigits(frac[1:])
+		if !ok {
+			return time.Time{}, false
+		}
+		nsec = f
+		for range 10 - len(frac) {
+			nsec *= 10
+		}
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), true
+}
+
+// fixedDigits reads a run of decimal digits, all of d.
+func fixedDigits(d []byte) (int, bool) {
+	n := 0
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// daysIn is the number of days of a month of the proleptic Gregorian
+// calendar.
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }

@@ -302,6 +302,9 @@ func (o *fields) time(i int) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
+	if t, ok := jsonwire.Time(v); ok { // the canonical form, in UTC
+		return t, nil
+	}
 	s, ok := o.str(v)
 	if !ok {
 		return time.Time{}, &FieldError{Field: field, Problem: "must be a string"}
