@@ -133,6 +133,7 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage) 
 		wg.Add(1)
 		return batcher.SubmitAsync(ctx, op, done)
 	})
+	batcher.Flush() // the ledger's end: the last batch need not linger
 	wg.Wait()
 	if err == nil {
 		err = failure

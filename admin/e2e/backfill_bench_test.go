@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"sort"
 	"strconv"
@@ -43,17 +42,12 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 	for b.Loop() {
 		readTime := readAll(b, s.svc, ledger, n)
 		services := map[string]int{"pulsar": testenv.ServicePID(b, "pulsar"), "cassandra": testenv.ServicePID(b, "cassandra")}
-		floorPIDs := maps.Clone(services)
-		floorPIDs["this process (floor)"] = os.Getpid()
-		cpuBefore := cpuTimes(floorPIDs)
-		floorTime := foldInProcess(b, s, ledger, n)
-		floorCPU := cpuSince(floorPIDs, cpuBefore)
 
 		opts := s.backfillOptions("user_activity", s.opts.Dir)
 		opts.Timeout = 60 * time.Minute
 		opts.ErrOut = os.Stderr // per-stage progress every 5 s: where the time goes
 		opts.Engine = backfill.EngineDeployed
-		cpuBefore = cpuTimes(services)
+		cpuBefore := cpuTimes(services)
 		start := time.Now()
 		rec, err := backfill.Start(b.Context(), opts)
 		if err != nil {
@@ -101,12 +95,10 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%.0f\t%.2f×\t\n", n, what, d.Round(10*time.Millisecond), float64(n)/d.Seconds(), d.Seconds()/readTime.Seconds())
 		}
 		row("plain reader, ledger only", readTime)
-		row("one process, no topics (floor)", floorTime)
 		row("backfill, deploy to switch", total)
 		row("backfill, without deploying", total-deployed.Sub(start))
 		row("fused backfill, start to switch", fusedTotal)
 		tw.Flush()
-		printCPU(floorCPU, floorTime)
 		printCPU(cpu, total)
 		printCPU(fusedCPU, fusedTotal)
 		reader := fmt.Sprintf("plain reader of %d events", n)

@@ -2,13 +2,11 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
-	"strconv"
 	"sync"
 	"testing"
 	"text/tabwriter"
@@ -17,6 +15,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/benchreport"
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/shop/useractivity"
 	"github.com/foldline/foldline/functions/shop/validate"
@@ -25,7 +24,7 @@ import (
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
-// BenchmarkFloorVsReader measures, in one run, the floor (foldInProcess: the
+// BenchmarkFloorVsReader measures, in one run, the floor (timeFloor: the
 // ledger read, transformed and folded into Cassandra in this one process)
 // against a plain reader of the same ledger, and prints both with the CPU
 // time per event that this process, Pulsar and Cassandra spent on each. No
@@ -38,7 +37,7 @@ import (
 //
 //	go test ./admin/e2e -run '^$' -bench FloorVsReader -benchtime 1x -timeout 30m
 func BenchmarkFloorVsReader(b *testing.B) {
-	n := benchEventCount(b)
+	n := envInt(b, "FOLDLINE_BENCH_EVENTS", 200_000)
 	s := deployShop(b, "floorbench")
 	events := generate(b, n, 31)
 	for i := 0; i < n; i += 100_000 {
@@ -78,9 +77,12 @@ func BenchmarkFloorVsReader(b *testing.B) {
 		ownCPU, readerCPU := perEvent(floorCPU["this process"]), perEvent(readCPU["this process"])
 		b.ReportMetric(ratio, "floor/read")
 		b.ReportMetric(ownCPU, "cpu-µs/event")
-		writeBenchFigures(b,
-			benchFigure{Figure: "floor time", Value: floorTime.Seconds(), Unit: "s", Limit: "plain read", LimitValue: readTime.Seconds(), Ratio: ratio, Aim: "<= 3x"},
-			benchFigure{Figure: "floor CPU of this process per event", Value: ownCPU, Unit: "µs", Limit: "plain read CPU of this process per event", LimitValue: readerCPU, Ratio: ownCPU / readerCPU, Aim: "<= 10 µs"})
+		if err := benchreport.Emit(
+			benchreport.Figure{Bench: "floor", Figure: "floor time", Value: floorTime.Seconds(), Unit: "s"}.Against("plain read", readTime.Seconds()).Aiming("<= 3x"),
+			benchreport.Figure{Bench: "floor", Figure: "floor CPU of this process per event", Value: ownCPU, Unit: "µs"}.Against("plain read CPU of this process per event", readerCPU).Aiming("<= 10 µs"),
+		); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -134,80 +136,19 @@ func profileFloor(b *testing.B) func() {
 	}
 }
 
-// benchEventCount is the ledger size of a benchmark: FOLDLINE_BENCH_EVENTS,
-// 200000 by default.
-func benchEventCount(b *testing.B) int {
-	b.Helper()
-	v := os.Getenv("FOLDLINE_BENCH_EVENTS")
-	if v == "" {
-		return 200_000
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		b.Fatalf("FOLDLINE_BENCH_EVENTS=%q: want a positive number of events", v)
-	}
-	return n
-}
-
-// benchFigure is one measured figure, set against the limit it is judged
-// by, as one JSON line of FOLDLINE_BENCH_JSON.
-type benchFigure struct {
-	Bench      string  `json:"bench"`
-	Figure     string  `json:"figure"`
-	Value      float64 `json:"value"`
-	Unit       string  `json:"unit"`
-	Limit      string  `json:"limit"`
-	LimitValue float64 `json:"limit_value"`
-	Ratio      float64 `json:"ratio"`
-	Aim        string  `json:"aim"`
-}
-
-// writeBenchFigures appends the figures of the floor benchmark to the file
-// FOLDLINE_BENCH_JSON names, if any, one JSON object per line.
-func writeBenchFigures(b *testing.B, figures ...benchFigure) {
-	b.Helper()
-	path := os.Getenv("FOLDLINE_BENCH_JSON")
-	if path == "" {
-		return
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		b.Fatalf("opening FOLDLINE_BENCH_JSON: %v", err)
-	}
-	enc := json.NewEncoder(f)
-	enc.SetEscapeHTML(false) // the aims read "<= 3x"
-	for _, fig := range figures {
-		fig.Bench = "floor"
-		if err := enc.Encode(fig); err != nil {
-			f.Close()
-			b.Fatalf("writing %s: %v", path, err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		b.Fatalf("writing %s: %v", path, err)
-	}
-}
-
-// floorTable is the table foldInProcess writes.
+// floorTable is the table timeFloor writes.
 const floorTable = "user_activity_floor"
 
-// foldInProcess rebuilds user_activity the way a backfill does, but in this
+// timeFloor rebuilds user_activity the way a backfill does, but in this
 // one process: a reader of the ledger, the validate and user-activity
 // transformations called directly, and the sink's batcher and applier
 // writing a table of their own with the building table's batches. No topic
 // is crossed. Its time is the floor of any backfill design on this machine:
 // the same reads, transformations and Cassandra writes, nothing else. The
 // table must equal the fold of the ledger, or the floor would be a fake.
-func foldInProcess(b *testing.B, s *shop, ledger string, n int) time.Duration {
-	b.Helper()
-	took, _ := timeFloor(b, s, ledger, n, nil)
-	return took
-}
-
-// timeFloor is foldInProcess, which also returns the CPU time each of pids
-// used while the floor was timed: not while connecting, nor while the table
-// is checked against the fold (which costs this process more than the
-// floor itself).
+// It also returns the CPU time each of pids used while the floor was
+// timed: not while connecting, nor while the table is checked against the
+// fold (which costs this process more than the floor itself).
 func timeFloor(b *testing.B, s *shop, ledger string, n int, pids map[string]int) (time.Duration, map[string]time.Duration) {
 	b.Helper()
 	set, err := manifest.Load(s.opts.Dir)
