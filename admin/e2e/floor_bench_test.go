@@ -15,11 +15,11 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/foldline/foldline/admin/manifest"
-	"github.com/foldline/foldline/internal/benchreport"
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/shop/useractivity"
 	"github.com/foldline/foldline/functions/shop/validate"
 	"github.com/foldline/foldline/functions/transform"
+	"github.com/foldline/foldline/internal/benchreport"
 	"github.com/foldline/foldline/internal/testenv"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
