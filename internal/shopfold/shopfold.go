@@ -216,6 +216,9 @@ func (r *fieldReader) timestamp(name string) time.Time {
 	if err != nil {
 		r.fail(name, "is not an RFC 3339 time")
 	}
+	if y := t.UTC().Year(); err == nil && (y < 0 || y > 9999) {
+		r.fail(name, "is outside the years 0000-9999 in UTC")
+	}
 	return t.UTC()
 }
 

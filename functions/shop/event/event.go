@@ -313,6 +313,12 @@ func (o *fields) time(i int) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, &FieldError{Field: field, Problem: "not RFC 3339"}
 	}
+	// Events are encoded in UTC: a time whose UTC year falls outside
+	// 0000–9999 (0000-01-01T00:30:00+01:00 is in year -1) has no RFC 3339
+	// form, and the next stage could not read the event back.
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return time.Time{}, &FieldError{Field: field, Problem: "outside the years 0000-9999 in UTC"}
+	}
 	return t.UTC(), nil
 }
 
