@@ -104,8 +104,8 @@ type Options struct {
 	// UntilClock is what an RFC 3339 Until cuts by: ClockPublish (default)
 	// or ClockEvent.
 	UntilClock string
-	// Engine is how the copy catches up: EngineDeployed (default) or
-	// EngineFused.
+	// Engine is how the copy catches up: EngineAuto (default),
+	// EngineDeployed or EngineFused.
 	Engine string
 }
 
@@ -264,7 +264,7 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	} else {
 		fmt.Fprintf(opts.ErrOut, "backfilling %s into %s.%s (active: %s) over %d ledger entries\n", view, ks, rec.Table, orNone(rec.OldTable), sum(rec.LedgerAtStart))
 	}
-	engine, err := chooseEngine(opts.Engine)
+	engine, err := chooseEngine(opts.Engine, sum(rec.LedgerAtStart))
 	if err != nil {
 		return rec, err
 	}

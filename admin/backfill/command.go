@@ -99,7 +99,7 @@ not switched.`,
 	f.DurationVar(&opts.Timeout, "timeout", 0, "stop watching after this long (the backfill goes on); 0 watches until caught up")
 	f.DurationVar(&opts.Wait, "wait", 5*time.Minute, "how long to wait for the new functions' instances to run")
 	f.StringVar(&opts.UntilClock, "until-clock", ClockPublish, "what a time given to --until cuts by: publish (the ledger's publish time: the view as served then; a replay early in the ledger stops reading there) or event (each event's own time; the whole ledger is read)")
-	f.StringVar(&opts.Engine, "engine", EngineDeployed, "how the copy catches up with the ledger: deployed (the functions worker runs the copy from the ledger's first event) or fused (this machine runs the copy's path over the ledger first, every function in a local process and no topic in between, the sink's code writing the table, then deploys the copy from there)")
+	f.StringVar(&opts.Engine, "engine", EngineAuto, "how the copy catches up with the ledger: deployed (the functions worker runs the copy from the ledger's first event), fused (this machine runs the copy's path over the ledger first, every function in a local process and no topic in between, the sink's code writing the table, then deploys the copy from there), or auto (fused for a ledger of at least "+fmt.Sprint(fusedFromEntries)+" entries, where it measured faster)")
 	f.StringVar(&opts.Until, "until", "", "replay the view as of a point of the ledger into its own table, kept as a snapshot and never switched: an RFC 3339 time (events published up to it) or a ledger position ledger:entry[:batch] (up to it, inclusive)")
 	return cmd
 }
