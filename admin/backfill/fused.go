@@ -15,9 +15,9 @@ import (
 	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/admin/internal/ledgerepoch"
 	"github.com/foldline/foldline/admin/internal/localrun"
+	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/functions/pf/localwire"
-	"github.com/foldline/foldline/internal/services"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -96,11 +96,9 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage) 
 		return 0, err
 	}
 	defer path.Close()
-	clientOpts := opts.Services.PulsarClientOptions()
-	clientOpts.Logger = services.QuietPulsarLogger()
-	client, err := pulsar.NewClient(clientOpts)
+	client, err := pulsarx.NewClient(opts.Services)
 	if err != nil {
-		return 0, fmt.Errorf("connecting to Pulsar: %w", err)
+		return 0, err
 	}
 	defer client.Close()
 	letters := &deadLetters{client: client, producers: map[string]pulsar.Producer{}}

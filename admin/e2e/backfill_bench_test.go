@@ -30,14 +30,7 @@ import (
 //
 //	go test ./admin/e2e -run '^$' -bench BackfillVsReader -benchtime 1x -timeout 60m
 func BenchmarkBackfillVsReader(b *testing.B) {
-	n := envInt(b, "FOLDLINE_BENCH_EVENTS", 200_000)
-	s := deployShop(b, "bfbench")
-	events := generate(b, n, 31)
-	for i := 0; i < n; i += 100_000 {
-		s.ingest(b, events[i:min(i+100_000, n)])
-	}
-	s.waitForFold(b, 60*time.Minute)
-	ledger := "persistent://" + s.tenant + "/ledger/events"
+	s, n, ledger := deployBenchLedger(b, "bfbench")
 
 	for b.Loop() {
 		readTime := readAll(b, s.svc, ledger, n)
@@ -115,6 +108,23 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		b.ReportMetric(total.Seconds()/readTime.Seconds(), "backfill/read")
 		b.ReportMetric(float64(n)/total.Seconds(), "events/s")
 	}
+}
+
+// deployBenchLedger deploys the shop as tenant name, ingests
+// FOLDLINE_BENCH_EVENTS (default 200000) generated events in chunks of
+// 100 000, and waits until the live pipeline has folded them all, so that
+// nothing competes with what a benchmark times next. It returns the shop,
+// the number of events and the ledger topic.
+func deployBenchLedger(b *testing.B, name string) (*shop, int, string) {
+	b.Helper()
+	n := envInt(b, "FOLDLINE_BENCH_EVENTS", 200_000)
+	s := deployShop(b, name)
+	events := generate(b, n, 31)
+	for i := 0; i < n; i += 100_000 {
+		s.ingest(b, events[i:min(i+100_000, n)])
+	}
+	s.waitForFold(b, 60*time.Minute)
+	return s, n, "persistent://" + s.tenant + "/ledger/events"
 }
 
 // backfillAim is issue 15's aim for a backfill against a plain read of

@@ -31,20 +31,13 @@ import (
 // backfill is deployed; the live pipeline has caught up before either is
 // timed. N is FOLDLINE_BENCH_EVENTS (default 200000). When
 // FOLDLINE_BENCH_JSON names a file, the figures are appended to it as JSON
-// lines (benchFigure). Both run with the garbage collector set as the
+// lines (internal/benchreport). Both run with the garbage collector set as the
 // function runtime sets it (runtimeGC). FOLDLINE_FLOOR_CPUPROFILE names a
 // file for a CPU profile of the floor.
 //
 //	go test ./admin/e2e -run '^$' -bench FloorVsReader -benchtime 1x -timeout 30m
 func BenchmarkFloorVsReader(b *testing.B) {
-	n := envInt(b, "FOLDLINE_BENCH_EVENTS", 200_000)
-	s := deployShop(b, "floorbench")
-	events := generate(b, n, 31)
-	for i := 0; i < n; i += 100_000 {
-		s.ingest(b, events[i:min(i+100_000, n)])
-	}
-	s.waitForFold(b, 60*time.Minute)
-	ledger := "persistent://" + s.tenant + "/ledger/events"
+	s, n, ledger := deployBenchLedger(b, "floorbench")
 	pids := map[string]int{"this process": os.Getpid(), "pulsar": testenv.ServicePID(b, "pulsar"), "cassandra": testenv.ServicePID(b, "cassandra")}
 	processes := []string{"this process", "pulsar", "cassandra"}
 

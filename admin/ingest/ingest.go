@@ -133,11 +133,9 @@ func Run(ctx context.Context, opts Options) ([]FileResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	clientOpts := opts.Services.PulsarClientOptions()
-	clientOpts.Logger = services.QuietPulsarLogger()
-	client, err := pulsar.NewClient(clientOpts)
+	client, err := pulsarx.NewClient(opts.Services)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", opts.Services.PulsarURL, err)
+		return nil, err
 	}
 	defer client.Close()
 

@@ -156,12 +156,10 @@ func (j *Job) OverLedger(ctx context.Context, batch func([]Message), op func(cas
 	if err != nil {
 		return nil, err
 	}
-	clientOpts := j.svc.PulsarClientOptions()
-	clientOpts.Logger = services.QuietPulsarLogger()
-	client, err := pulsar.NewClient(clientOpts)
+	client, err := pulsarx.NewClient(j.svc)
 	if err != nil {
 		p.Close()
-		return nil, fmt.Errorf("connecting to Pulsar: %w", err)
+		return nil, err
 	}
 	defer client.Close()
 	if err := p.Stream(ctx, ReadLedger(ctx, client, ledgers, 2000), batch, op); err != nil {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
@@ -170,4 +171,16 @@ func Entries(ctx context.Context, c *Clients, topic string) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// NewClient connects a Pulsar client to svc with the client library's
+// chatter kept out of the CLI's output (services.QuietPulsarLogger).
+func NewClient(svc services.Services) (pulsar.Client, error) {
+	opts := svc.PulsarClientOptions()
+	opts.Logger = services.QuietPulsarLogger()
+	client, err := pulsar.NewClient(opts)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", svc.PulsarURL, err)
+	}
+	return client, nil
 }
