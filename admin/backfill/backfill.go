@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -268,6 +269,17 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	if err != nil {
 		return rec, err
 	}
+	// The binaries the copy deploys are built at once, all of them, while
+	// a fused run starts: it takes the ones it runs from the same builder.
+	if opts.Builder == nil {
+		opts.Builder = opts.NewBuilder()
+	}
+	prebuilt := make(chan struct{})
+	go func() {
+		defer close(prebuilt)
+		_ = opts.Builder.BuildAll(ctx, binariesOf(forked)) // an error comes again from the Build that needs it
+	}()
+	defer func() { <-prebuilt }()
 	if engine == EngineFused {
 		if _, err := e.fuse(ctx, opts, forked); err != nil {
 			return rec, fmt.Errorf("%w (foldline backfill --abort %s removes what it left; --engine deployed runs it on the functions worker)", err, view)
@@ -277,6 +289,17 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 		return rec, fmt.Errorf("deploying the backfill of %s (see foldline status; foldline backfill --abort %s removes it): %w", view, view, err)
 	}
 	return rec, nil
+}
+
+// binariesOf returns the packages of stages' binaries.
+func binariesOf(stages []*manifest.Stage) []string {
+	pkgs := make([]string, 0, len(stages))
+	for _, st := range stages {
+		if !slices.Contains(pkgs, st.Binary) {
+			pkgs = append(pkgs, st.Binary)
+		}
+	}
+	return pkgs
 }
 
 // alreadyRunning refuses a second backfill of running's view.
@@ -370,13 +393,22 @@ func (e *env) watch(ctx context.Context, opts Options, rec *backfillrecord.Recor
 		if !deadline.IsZero() && time.Now().After(deadline) {
 			return nil, fmt.Errorf("watching the backfill of %s for %s: %w (it goes on: foldline backfill --watch %s)", rec.View, opts.Timeout, ErrNotCaughtUp, rec.View)
 		}
+		wait := opts.Poll
+		if caughtUp > 0 {
+			wait = min(wait, confirmAfter) // only the confirmation is left
+		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("watching the backfill of %s: %w", rec.View, ctx.Err())
-		case <-time.After(opts.Poll):
+		case <-time.After(wait):
 		}
 	}
 }
+
+// confirmAfter is how soon the watch looks again once every stage has
+// caught up, to confirm it (a second snapshot, of stats the broker keeps
+// anyway) before it finishes.
+const confirmAfter = 250 * time.Millisecond
 
 // emit prints a snapshot: every one as a JSON line with -o json; as text on
 // ErrOut every few seconds and at the end, or, on a terminal, redrawn in

@@ -90,8 +90,7 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage) 
 	if err != nil {
 		return 0, err
 	}
-	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(opts.Dir, "."), CacheDir: opts.CacheDir, Platform: gobuild.Platform{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}, Progress: opts.ErrOut}
-	path, err := localrun.StartPath(ctx, forked, builder, epochs)
+	path, err := localrun.StartPath(ctx, forked, localBuilder(opts), epochs)
 	if err != nil {
 		return 0, err
 	}
@@ -157,6 +156,17 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage) 
 	}
 	fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d ledger events into %s.%s in %s; deploying the copy from there\n", e.view.Name, read, schema.Keyspace, schema.Table, time.Since(start).Round(100*time.Millisecond))
 	return read, e.subscribeAfter(ctx, forked, last)
+}
+
+// localBuilder returns the builder of the binaries a fused run starts on
+// this machine: the deploy's own (opts.Builder), whose builds the copy then
+// deploys, when it builds for this machine's platform; else one of its own.
+func localBuilder(opts Options) *gobuild.Builder {
+	host := gobuild.Platform{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}
+	if p, err := opts.Platform.OrDefault(); err == nil && p == host && opts.Builder != nil {
+		return opts.Builder
+	}
+	return &gobuild.Builder{Dir: gobuild.ModuleDir(opts.Dir, "."), CacheDir: opts.CacheDir, Platform: host, Progress: opts.ErrOut}
 }
 
 // ledgerInputs returns the ledger topics the forked path reads and their

@@ -47,6 +47,10 @@ type Options struct {
 	Wait time.Duration
 	// Verbose also lists unchanged resources.
 	Verbose bool
+	// Builder, when set, builds (or takes) the binaries instead of one made
+	// from the fields above (NewBuilder), so that a caller that built them
+	// already, or builds them meanwhile, shares its builds.
+	Builder *gobuild.Builder
 }
 
 // Result is what deploy did.
@@ -95,8 +99,17 @@ func open(opts Options) (*session, error) {
 	return &session{set: set, graph: graph, pulsar: pulsar, cql: cql, identity: id}, nil
 }
 
-// builder builds (or takes from o.Binaries) the function binaries.
+// builder builds (or takes from o.Binaries) the function binaries:
+// o.Builder, or a new one.
 func (o Options) builder() *gobuild.Builder {
+	if o.Builder != nil {
+		return o.Builder
+	}
+	return o.NewBuilder()
+}
+
+// NewBuilder returns a builder of the function binaries as o asks for them.
+func (o Options) NewBuilder() *gobuild.Builder {
 	return &gobuild.Builder{Dir: gobuild.ModuleDir(o.Dir, "."), CacheDir: o.CacheDir, Platform: o.Platform, Prebuilt: o.Binaries, Progress: o.ErrOut}
 }
 

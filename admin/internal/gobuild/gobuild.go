@@ -15,12 +15,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // ErrBuild is what a *BuildError is (errors.Is).
@@ -178,8 +180,20 @@ type Builder struct {
 	Prebuilt string
 	// Progress, when set, receives one line per build.
 	Progress io.Writer
-	built    map[string]Binary
-	index    *Index
+
+	mu      sync.Mutex
+	jobs    map[string]*buildJob // by package: built, or being built
+	built   map[string]Binary
+	indexMu sync.Mutex
+	index   *Index
+}
+
+// buildJob is one package's build, which every caller asking for the
+// package while it runs waits for.
+type buildJob struct {
+	done chan struct{}
+	bin  Binary
+	err  error
 }
 
 // DefaultCacheDir is where binaries go when Builder.CacheDir is empty.
@@ -193,23 +207,65 @@ func DefaultCacheDir() string {
 
 // Build builds pkg (once per Builder) for b.Platform, statically
 // (CGO_ENABLED=0: the binary runs in any Linux image, scratch included), or
-// takes it from b.Prebuilt.
+// takes it from b.Prebuilt. It is safe to call from several goroutines: a
+// package asked for while its build runs is built once, and its callers
+// all get that build; a failed build is tried again by the next call.
 func (b *Builder) Build(ctx context.Context, pkg string) (Binary, error) {
-	if bin, ok := b.built[pkg]; ok {
-		return bin, nil
+	b.mu.Lock()
+	if b.jobs == nil {
+		b.jobs = map[string]*buildJob{}
 	}
+	j, running := b.jobs[pkg]
+	if !running {
+		j = &buildJob{done: make(chan struct{})}
+		b.jobs[pkg] = j
+	}
+	b.mu.Unlock()
+	if !running {
+		j.bin, j.err = b.build(ctx, pkg)
+		b.mu.Lock()
+		if j.err != nil {
+			delete(b.jobs, pkg)
+		} else {
+			b.remember(j.bin)
+		}
+		b.mu.Unlock()
+		close(j.done)
+		return j.bin, j.err
+	}
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		return Binary{}, fmt.Errorf("building %s: %w", pkg, ctx.Err())
+	}
+	if j.err != nil && ctx.Err() == nil && errors.Is(j.err, context.Canceled) {
+		return b.Build(ctx, pkg) // the caller that started it gave up, not this one
+	}
+	return j.bin, j.err
+}
+
+// BuildAll builds pkgs at once (the go command links each in a process of
+// its own), so that later Build calls of them return at once. It returns
+// the builds' errors, joined.
+func (b *Builder) BuildAll(ctx context.Context, pkgs []string) error {
+	errs := make([]error, len(pkgs))
+	var wg sync.WaitGroup
+	for i, pkg := range pkgs {
+		wg.Go(func() { _, errs[i] = b.Build(ctx, pkg) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// build is Build's work for one package.
+func (b *Builder) build(ctx context.Context, pkg string) (Binary, error) {
 	if err := CheckPackage(pkg); err != nil {
 		return Binary{}, err
 	}
 	if b.Prebuilt != "" {
-		bin, err := b.prebuilt(pkg)
-		if err != nil {
-			return Binary{}, err
-		}
-		b.remember(bin)
-		return bin, nil
+		return b.prebuilt(pkg)
 	}
-	platform, err := b.Platform.orDefault()
+	platform, err := b.Platform.OrDefault()
 	if err != nil {
 		return Binary{}, err
 	}
@@ -252,11 +308,10 @@ func (b *Builder) Build(ctx context.Context, pkg string) (Binary, error) {
 	if err != nil {
 		return Binary{}, err
 	}
-	bin := Binary{Package: pkg, Path: out, SHA256: sum, Platform: platform}
-	b.remember(bin)
-	return bin, nil
+	return Binary{Package: pkg, Path: out, SHA256: sum, Platform: platform}, nil
 }
 
+// remember records bin as built; b.mu is held.
 func (b *Builder) remember(bin Binary) {
 	if b.built == nil {
 		b.built = map[string]Binary{}
@@ -265,7 +320,11 @@ func (b *Builder) remember(bin Binary) {
 }
 
 // Built returns the binaries built (or taken) so far, by package.
-func (b *Builder) Built() map[string]Binary { return b.built }
+func (b *Builder) Built() map[string]Binary {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.built)
+}
 
 func fileSHA256(path string) (string, error) {
 	f, err := os.Open(path)

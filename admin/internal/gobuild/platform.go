@@ -27,8 +27,8 @@ var ErrBadPlatform = errors.New("bad platform")
 // platformWord is what GOOS and GOARCH values look like (go tool dist list).
 var platformWord = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
 
-// orDefault fills an empty field from DefaultPlatform and checks the form.
-func (p Platform) orDefault() (Platform, error) {
+// OrDefault fills an empty field from DefaultPlatform and checks the form.
+func (p Platform) OrDefault() (Platform, error) {
 	if p.GOOS == "" {
 		p.GOOS = DefaultPlatform.GOOS
 	}
@@ -86,6 +86,8 @@ func WriteIndex(dir string, p Platform, bins map[string]Binary) error {
 // prebuilt takes pkg's binary from b.Prebuilt, checking that it is there,
 // for the platform asked for, and unchanged since foldline build.
 func (b *Builder) prebuilt(pkg string) (Binary, error) {
+	b.indexMu.Lock()
+	defer b.indexMu.Unlock()
 	if b.index == nil {
 		data, err := os.ReadFile(filepath.Join(b.Prebuilt, IndexFile))
 		if err != nil {
@@ -95,7 +97,7 @@ func (b *Builder) prebuilt(pkg string) (Binary, error) {
 		if err := json.Unmarshal(data, &idx); err != nil {
 			return Binary{}, fmt.Errorf("%w: reading %s: %w", ErrPrebuilt, filepath.Join(b.Prebuilt, IndexFile), err)
 		}
-		want, err := b.Platform.orDefault()
+		want, err := b.Platform.OrDefault()
 		if err != nil {
 			return Binary{}, err
 		}
