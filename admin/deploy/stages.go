@@ -2,12 +2,10 @@ package deploy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
-	"sync"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/gocql/gocql"
@@ -52,37 +50,20 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 			}
 		}
 	}
-	// Created at once: every subscription starts at its topic's earliest
-	// message whenever its function comes up, and each create uploads a
-	// binary the worker stores, a wait that need not add up.
-	errs := make([]error, len(functions))
-	var (
-		wg sync.WaitGroup
-		mu sync.Mutex
-	)
-	for i, f := range functions {
-		wg.Go(func() {
-			st := f.Stage
-			_, err := pulsar.Functions.GetFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name)
-			switch {
-			case err == nil:
-				return
-			case !pulsarx.IsNotFound(err):
-				errs[i] = fmt.Errorf("reading function %s: %w", st.FullName(), err)
-				return
-			}
-			mu.Lock()
-			fmt.Fprintf(opts.ErrOut, "creating function %s (reads %v)\n", st.FullName(), st.Inputs)
-			mu.Unlock()
-			conf := f.Config
-			if err := pulsar.Functions.CreateFuncWithContext(ctx, &conf, f.Binary.Path); err != nil {
-				errs[i] = fmt.Errorf("creating function %s: %w", st.FullName(), err)
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
+	for _, f := range functions {
+		st := f.Stage
+		_, err := pulsar.Functions.GetFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+		switch {
+		case err == nil:
+			continue
+		case !pulsarx.IsNotFound(err):
+			return fmt.Errorf("reading function %s: %w", st.FullName(), err)
+		}
+		fmt.Fprintf(opts.ErrOut, "creating function %s (reads %v)\n", st.FullName(), st.Inputs)
+		conf := f.Config
+		if err := pulsar.Functions.CreateFuncWithContext(ctx, &conf, f.Binary.Path); err != nil {
+			return fmt.Errorf("creating function %s: %w", st.FullName(), err)
+		}
 	}
 	if opts.Wait > 0 {
 		return waitRunning(ctx, pulsar, &Plan{functions: functions}, opts.Wait, opts.ErrOut)

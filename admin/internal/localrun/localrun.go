@@ -184,8 +184,9 @@ func (p *Pipeline) Feed(events []Message, op func(cassandra.Op, Message) error) 
 }
 
 // eventKey names a ledger event by its topic and position.
-func eventKey(topic string, ledger, entry, batch int64) string {
-	return fmt.Sprintf("%s %d:%d:%d", topic, ledger, entry, batch)
+type eventKey struct {
+	topic                string
+	ledger, entry, batch int64
 }
 
 // sortByOrigin orders the inputs of a stage that reads several topics by

@@ -145,9 +145,9 @@ func (p *Pipeline) deadLetter(s *stage, o *localwire.Output) error {
 // sink's input) and calls op for each, with the ledger event among events
 // that caused it.
 func (p *Pipeline) emit(events, msgs []Message, op func(cassandra.Op, Message) error) error {
-	byOrigin := make(map[string]Message, len(events))
+	byOrigin := make(map[eventKey]Message, len(events))
 	for _, e := range events {
-		byOrigin[eventKey(e.Topic, e.Ledger, e.Entry, e.Batch)] = e
+		byOrigin[eventKey{e.Topic, e.Ledger, e.Entry, e.Batch}] = e
 	}
 	for _, m := range msgs {
 		if m.Topic != p.sinkInput {
@@ -162,7 +162,7 @@ func (p *Pipeline) emit(events, msgs []Message, op func(cassandra.Op, Message) e
 			return fmt.Errorf("the origin of a view operation on %s: %w", p.sinkInput, err)
 		}
 		pos := origin.Position
-		if err := op(cassandra.Op{View: vo, Origin: origin}, byOrigin[eventKey(origin.Topic, pos.Ledger, pos.Entry, int64(pos.Batch))]); err != nil {
+		if err := op(cassandra.Op{View: vo, Origin: origin}, byOrigin[eventKey{origin.Topic, pos.Ledger, pos.Entry, int64(pos.Batch)}]); err != nil {
 			return err
 		}
 	}
