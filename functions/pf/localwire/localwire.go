@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"time"
 )
@@ -96,11 +95,13 @@ func (w *Writer) time(t time.Time) {
 	}
 	w.varint(t.UnixNano())
 }
+// props writes p in the map's order: the reader makes a map again, so
+// the order is no part of the frame.
 func (w *Writer) props(p map[string]string) {
 	w.uvarint(uint64(len(p)))
-	for _, k := range slices.Sorted(maps.Keys(p)) {
+	for k, v := range p {
 		w.str(k)
-		w.str(p[k])
+		w.str(v)
 	}
 }
 
@@ -145,7 +146,16 @@ type Reader struct {
 	buf []byte
 	pos int
 	err error
+	// names holds the topics and property names read so far, up to
+	// maxNames of them: a stream repeats a few, and each is then one
+	// string instead of one per frame.
+	names map[string]string
 }
+
+// maxNames bounds Reader.names: a stream with ever new names (a property
+// name per message) costs an allocation per name, as without it, and no
+// memory beyond the bound.
+const maxNames = 1024
 
 // NewReader returns a Reader on r.
 func NewReader(r io.Reader) *Reader { return &Reader{r: bufio.NewReaderSize(r, 1<<16)} }
@@ -204,7 +214,8 @@ func (r *Reader) varint() int64 {
 	return v
 }
 
-func (r *Reader) bytes() []byte {
+// field returns the next length-prefixed field, in the frame's buffer.
+func (r *Reader) field() []byte {
 	n := r.uvarint()
 	if r.err != nil {
 		return nil
@@ -213,12 +224,37 @@ func (r *Reader) bytes() []byte {
 		r.err = fmt.Errorf("%w: a field longer than its frame", ErrFrame)
 		return nil
 	}
-	b := slices.Clone(r.buf[r.pos : r.pos+int(n)])
+	b := r.buf[r.pos : r.pos+int(n)]
 	r.pos += int(n)
 	return b
 }
 
-func (r *Reader) str() string { return string(r.bytes()) }
+// bytes returns the next field, copied out of the frame's buffer.
+func (r *Reader) bytes() []byte {
+	b := r.field()
+	if b == nil {
+		return nil
+	}
+	return slices.Clone(b)
+}
+
+func (r *Reader) str() string { return string(r.field()) }
+
+// name returns the next field as a string from r.names.
+func (r *Reader) name() string {
+	b := r.field()
+	if s, ok := r.names[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(r.names) < maxNames {
+		if r.names == nil {
+			r.names = map[string]string{}
+		}
+		r.names[s] = s
+	}
+	return s
+}
 
 func (r *Reader) time() time.Time {
 	ns := r.varint()
@@ -238,7 +274,7 @@ func (r *Reader) props() map[string]string {
 	}
 	p := make(map[string]string, n)
 	for range n {
-		k := r.str()
+		k := r.name()
 		p[k] = r.str()
 	}
 	return p
@@ -246,14 +282,14 @@ func (r *Reader) props() map[string]string {
 
 // Input decodes the frame Next returned as KindInput.
 func (r *Reader) Input() (*Input, error) {
-	in := &Input{Seq: r.uvarint(), Topic: r.str(), Ledger: r.varint(), Entry: r.varint(), Batch: r.varint(),
+	in := &Input{Seq: r.uvarint(), Topic: r.name(), Ledger: r.varint(), Entry: r.varint(), Batch: r.varint(),
 		Key: r.str(), Payload: r.bytes(), Properties: r.props(), EventTime: r.time(), PublishTime: r.time()}
 	return in, r.err
 }
 
 // Output decodes the frame Next returned as KindOutput.
 func (r *Reader) Output() (*Output, error) {
-	out := &Output{Seq: r.uvarint(), Topic: r.str(), Key: r.str(), Payload: r.bytes(), Properties: r.props(), EventTime: r.time()}
+	out := &Output{Seq: r.uvarint(), Topic: r.name(), Key: r.str(), Payload: r.bytes(), Properties: r.props(), EventTime: r.time()}
 	return out, r.err
 }
 
