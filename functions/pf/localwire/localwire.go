@@ -95,6 +95,7 @@ func (w *Writer) time(t time.Time) {
 	}
 	w.varint(t.UnixNano())
 }
+
 // props writes p in the map's order: the reader makes a map again, so
 // the order is no part of the frame.
 func (w *Writer) props(p map[string]string) {
