@@ -26,8 +26,9 @@ const (
 	// followed to their row: enough for a p99 over a minute, few enough
 	// that polling their rows costs Cassandra little.
 	freshnessSamplesPerSecond = 20
-	// freshnessPoll is how often a sample's row is read: the resolution of
-	// the figures, with the read's own time.
+	// freshnessPoll is how often the rows of the samples still waiting are
+	// read (one query for all, appliedWatch): the resolution of the
+	// figures, with the read's own time.
 	freshnessPoll = 10 * time.Millisecond
 	// freshnessGiveUp bounds the wait for one sample's row.
 	freshnessGiveUp = 2 * time.Minute
@@ -53,6 +54,13 @@ const (
 // exactly-once effect) has reached the event's. The marker is the sink's own
 // bookkeeping, so the events are ordinary shop events and the views must
 // still equal the independent fold afterwards, which the benchmark checks.
+//
+// To tell where the time goes, readers on validate's and user-activity's
+// output topics note when each sample's outputs arrived there and the
+// publish time their producers gave them (hopTrace), and the run is shown
+// in 5 s windows with how busy the machine's cores were and how many tasks
+// were runnable: a stalled window on saturated shared cores is someone
+// else's load as much as the pipeline's.
 //
 //	go test ./admin/e2e -run '^$' -bench Freshness -benchtime 1x -timeout 30m
 func BenchmarkFreshness(b *testing.B) {
@@ -107,7 +115,8 @@ func BenchmarkFreshness(b *testing.B) {
 		}
 		fmt.Fprintf(tw, "load average before / after (2 cores, shared)\t%s / %s\t\n", loadBefore, loadAfter)
 		tw.Flush()
-		run.printWindows(10 * time.Second)
+		fmt.Printf("paced run started at %s\n", run.start.UTC().Format("15:04:05.000"))
+		run.printWindows(5 * time.Second)
 		if ingested > caughtUp*9/10 {
 			b.Logf("the views caught up within 10%% of the ingest's end: the burst measured the producer as much as the pipeline, and saturation may be higher")
 		}
@@ -141,12 +150,18 @@ type pacedRun struct {
 	followed int               // samples followed
 	lost     int               // samples whose row never showed them
 	samples  []freshnessSample // of the samples seen, in no order
+	cpu      *cpuSampler       // the machine's CPU over the run
+	start    time.Time         // when the first event was sent
 }
 
 // freshnessSample is one event followed to its row.
 type freshnessSample struct {
 	sent    time.Duration // since the paced run's start
 	visible time.Duration // published → visible
+	// For the hop trace: the event's ledger position, when it was sent and
+	// when the broker confirmed it.
+	pos               envelope.Position
+	sentAt, confirmed time.Time
 }
 
 // latencies returns the samples' published → visible times, sorted.
@@ -163,6 +178,7 @@ func (r pacedRun) latencies() []time.Duration {
 // when they were sent: whether a high quantile comes from a stall or from
 // the whole run.
 func (r pacedRun) printWindows(window time.Duration) {
+	r.cpu.cancel()
 	byWindow := map[int]pacedRun{}
 	for _, s := range r.samples {
 		w := byWindow[int(s.sent/window)]
@@ -170,11 +186,13 @@ func (r pacedRun) printWindows(window time.Duration) {
 		byWindow[int(s.sent/window)] = w
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "sent at\tsamples\tp50\tmax\t\n")
+	fmt.Fprintf(tw, "sent at\tsamples\tp50\tmax\tcores busy\tmost runnable\t\n")
 	for _, i := range slices.Sorted(maps.Keys(byWindow)) {
 		lat := byWindow[i].latencies()
-		fmt.Fprintf(tw, "%s–%s\t%d\t%s\t%s\t\n", time.Duration(i)*window, time.Duration(i+1)*window, len(lat),
-			quantile(lat, 0.5).Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+		from, to := time.Duration(i)*window, time.Duration(i+1)*window
+		busy, runnable := r.cpu.window(from, to)
+		fmt.Fprintf(tw, "%s–%s\t%d\t%s\t%s\t%.0f%%\t%d\t\n", from, to, len(lat),
+			quantile(lat, 0.5).Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond), 100*busy, runnable)
 	}
 	tw.Flush()
 }
@@ -196,6 +214,9 @@ func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate flo
 	}
 	defer producer.Close()
 
+	hops := s.traceHops(b, client, "persistent://"+s.tenant+"/pipeline/valid", "persistent://"+s.tenant+"/pipeline/user-activity-ops")
+	defer hops.stop()
+
 	rejected := map[int]bool{}
 	for _, i := range foldAtCassandraPrecision(lines).Rejected {
 		rejected[i] = true
@@ -209,10 +230,13 @@ func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate flo
 		waiting sync.WaitGroup
 		failed  error
 	)
+	watch := s.watchApplied(ctx, table)
 	start := time.Now()
-	follow := func(user string, sent time.Time, id pulsar.MessageID) {
+	run.cpu = sampleCPU(ctx, start)
+	run.start = start
+	follow := func(user string, sent, confirmed time.Time, id pulsar.MessageID) {
 		pos := envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
-		d, err := s.awaitApplied(ctx, table, user, pos, sent)
+		d, err := watch.await(ctx, user, pos, sent)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -220,7 +244,7 @@ func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate flo
 			b.Logf("sample of %s at %s: %v", user, pos, err)
 			return
 		}
-		run.samples = append(run.samples, freshnessSample{sent: sent.Sub(start), visible: d})
+		run.samples = append(run.samples, freshnessSample{sent: sent.Sub(start), visible: d, pos: pos, sentAt: sent, confirmed: confirmed})
 	}
 
 	for i, line := range lines {
@@ -240,6 +264,7 @@ func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate flo
 		}
 		sent := time.Now()
 		producer.SendAsync(ctx, msg, func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			confirmed := time.Now()
 			if err != nil {
 				mu.Lock()
 				failed = fmt.Errorf("publishing line %d: %w", i, err)
@@ -254,7 +279,7 @@ func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate flo
 			}
 			go func() {
 				defer waiting.Done()
-				follow(ev.User, sent, id)
+				follow(ev.User, sent, confirmed, id)
 			}()
 		})
 	}
@@ -268,38 +293,133 @@ func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate flo
 		b.Fatal(failed)
 	}
 	s.ledger = append(s.ledger, lines...)
+	hops.print(run.samples)
 	return run
 }
 
-// awaitApplied reads user's row in table every freshnessPoll until its last
-// applied ledger position has reached pos, and returns the time since sent.
-func (s *shop) awaitApplied(ctx context.Context, table, user string, pos envelope.Position, sent time.Time) (time.Duration, error) {
+// appliedWatch reads the rows of every sample still waiting with one
+// query every freshnessPoll, and answers each sample once its user's row's
+// last applied ledger position has reached the sample's event. One reader
+// for all keeps the bench's own load on Cassandra at freshnessPoll's rate
+// however many samples wait: a reader per sample made a slow stretch worse,
+// forty samples waiting two seconds each reading every 10 ms.
+type appliedWatch struct {
+	s     *shop
+	table string
+	mu    sync.Mutex
+	wait  map[string][]*appliedWaiter // by user
+	woken chan struct{}
+}
+
+// appliedWaiter is one sample waiting for its row.
+type appliedWaiter struct {
+	pos  envelope.Position
+	sent time.Time
+	done chan appliedResult
+}
+
+type appliedResult struct {
+	d   time.Duration
+	err error
+}
+
+// watchApplied starts an appliedWatch of table; it stops with ctx.
+func (s *shop) watchApplied(ctx context.Context, table string) *appliedWatch {
+	w := &appliedWatch{s: s, table: table, wait: map[string][]*appliedWaiter{}, woken: make(chan struct{}, 1)}
+	go w.run(ctx)
+	return w
+}
+
+// await waits until user's row has applied pos, and returns the time since
+// sent.
+func (w *appliedWatch) await(ctx context.Context, user string, pos envelope.Position, sent time.Time) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, freshnessGiveUp)
 	defer cancel()
-	stmt := `SELECT fl_applied FROM ` + s.keyspace + `.` + table + ` WHERE "user" = ?`
+	waiter := &appliedWaiter{pos: pos, sent: sent, done: make(chan appliedResult, 1)}
+	w.mu.Lock()
+	w.wait[user] = append(w.wait[user], waiter)
+	w.mu.Unlock()
+	select {
+	case w.woken <- struct{}{}:
+	default:
+	}
+	select {
+	case r := <-waiter.done:
+		return r.d, r.err
+	case <-ctx.Done():
+		w.mu.Lock()
+		w.wait[user] = slices.DeleteFunc(w.wait[user], func(x *appliedWaiter) bool { return x == waiter })
+		w.mu.Unlock()
+		return 0, fmt.Errorf("waiting for the row to apply the event: %w", ctx.Err())
+	}
+}
+
+// run reads the waiting users' rows every freshnessPoll while any wait.
+func (w *appliedWatch) run(ctx context.Context) {
+	stmt := `SELECT "user", fl_applied FROM ` + w.s.keyspace + `.` + w.table + ` WHERE "user" IN ?`
 	for {
-		var applied map[string]string
-		err := s.session.Query(stmt, user).WithContext(ctx).Scan(&applied)
-		seen := time.Since(sent)
-		if err != nil && ctx.Err() != nil {
-			return 0, fmt.Errorf("waiting for the row to apply the event: %w", ctx.Err())
-		}
-		// Before the user's first event the row does not exist (ErrNotFound):
-		// not visible yet, like an older position.
-		for _, p := range applied {
-			at, err := envelope.ParsePosition(p)
-			if err != nil {
-				return 0, fmt.Errorf("reading fl_applied of %s: %w", user, err)
-			}
-			if at.Event().Compare(pos) >= 0 {
-				return seen, nil
+		w.mu.Lock()
+		users := slices.Collect(maps.Keys(w.wait))
+		w.mu.Unlock()
+		if len(users) == 0 {
+			select {
+			case <-w.woken:
+				continue
+			case <-ctx.Done():
+				return
 			}
 		}
+		next := time.Now().Add(freshnessPoll)
+		iter := w.s.session.Query(stmt, users).WithContext(ctx).Iter()
+		seen := time.Now()
+		var (
+			user    string
+			applied map[string]string
+		)
+		// A user's row before its first event does not exist: not
+		// visible yet, like an older position.
+		for iter.Scan(&user, &applied) {
+			w.answer(user, applied, seen)
+			applied = nil
+		}
+		_ = iter.Close() // a failed read is tried again at the next poll
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("waiting for the row to apply the event: %w", ctx.Err())
-		case <-time.After(freshnessPoll):
+			return
+		case <-time.After(time.Until(next)):
 		}
+	}
+}
+
+// answer wakes the waiters of user whose event the row has applied.
+func (w *appliedWatch) answer(user string, applied map[string]string, seen time.Time) {
+	var at []envelope.Position
+	var bad error
+	for _, p := range applied {
+		pos, err := envelope.ParsePosition(p)
+		if err != nil {
+			bad = fmt.Errorf("reading fl_applied of %s: %w", user, err)
+			continue
+		}
+		at = append(at, pos.Event())
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.wait[user] = slices.DeleteFunc(w.wait[user], func(x *appliedWaiter) bool {
+		if bad != nil {
+			x.done <- appliedResult{err: bad}
+			return true
+		}
+		for _, a := range at {
+			if a.Compare(x.pos) >= 0 {
+				x.done <- appliedResult{d: seen.Sub(x.sent)}
+				return true
+			}
+		}
+		return false
+	})
+	if len(w.wait[user]) == 0 {
+		delete(w.wait, user)
 	}
 }
 
