@@ -281,7 +281,26 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	}()
 	defer func() { <-prebuilt }()
 	if engine == EngineFused {
-		if _, err := e.fuse(ctx, opts, forked); err != nil {
+		// The copy's stages that read no ledger topic only read topics of
+		// the copy, empty until its ledger readers start after the fused
+		// run: they are deployed while it runs.
+		var early []*manifest.Stage
+		for _, st := range forked {
+			if !slices.ContainsFunc(st.Inputs, func(in string) bool { return e.graph.Ledger[in] }) {
+				early = append(early, st)
+			}
+		}
+		deployed := make(chan error, 1)
+		launched := false
+		tableReady := func() {
+			launched = true
+			go func() { deployed <- e.createStages(ctx, opts, early) }()
+		}
+		_, err := e.fuse(ctx, opts, forked, tableReady)
+		if launched {
+			err = errors.Join(err, <-deployed) // nothing left creating functions behind an --abort
+		}
+		if err != nil {
 			return rec, fmt.Errorf("%w (foldline backfill --abort %s removes what it left; --engine deployed runs it on the functions worker)", err, view)
 		}
 	}

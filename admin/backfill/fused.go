@@ -77,13 +77,14 @@ const fusedGCPercent = 400
 // it read of each ledger topic (partitions apart), so that the deployed
 // copy goes on from there. The event at that position comes once more; the
 // sink skips its operations as applied. It returns how many ledger events
-// it read.
-func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage) (int64, error) {
+// it read. tableReady is called once the new table exists.
+func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, tableReady func()) (int64, error) {
 	sink := forked[len(forked)-1]
 	schema := sink.View.Schema()
 	if err := cassandra.EnsureSchema(ctx, e.cql, schema, cassandra.Replication(e.set.Tenant.Replication)); err != nil {
 		return 0, fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, sink.View.Name, err)
 	}
+	tableReady()
 	settings, err := cassandra.ParseSettings(sink.View.Sink.UserConfig)
 	if err != nil {
 		return 0, fmt.Errorf("reading the sink settings of view %s: %w", sink.View.Name, err)

@@ -87,7 +87,12 @@ func waitRunning(ctx context.Context, pulsar *pulsarx.Clients, plan *Plan, timeo
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for function instances: %w", ctx.Err())
-		case <-time.After(time.Second):
+		case <-time.After(runningPoll):
 		}
 	}
 }
+
+// runningPoll is how often waitRunning asks the worker for the instances'
+// status: an instance comes up in one to a few seconds, and a backfill's
+// copy waits for it.
+const runningPoll = 250 * time.Millisecond
