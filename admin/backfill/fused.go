@@ -19,6 +19,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/localrun"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf/localwire"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -75,9 +76,10 @@ const fusedGCPercent = 400
 // new table, sends its dead letters to the copy's dead-letter topics, and
 // creates the subscriptions of the copy's ledger readers at the last event
 // it read of each ledger topic (partitions apart), so that the deployed
-// copy goes on from there. The event at that position comes once more; the
-// sink skips its operations as applied. It returns how many ledger events
-// it read. tableReady is called once the new table exists.
+// copy goes on from there. The whole ledger entry (a batch of events) of
+// that position comes once more: the sink skips its operations as applied,
+// and the fused run leaves its dead letters to the copy (deadLetters). It
+// returns how many ledger events it read. tableReady is called once the new table exists.
 func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, tableReady func()) (int64, error) {
 	sink := forked[len(forked)-1]
 	schema := sink.View.Schema()
@@ -162,6 +164,9 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 		err = failure
 	}
 	if err == nil {
+		err = letters.release(last)
+	}
+	if err == nil {
 		err = letters.flush(ctx)
 	}
 	if err != nil {
@@ -243,16 +248,82 @@ func isPartitionOf(topic, partitioned string) bool {
 	return strings.HasPrefix(topic, partitioned+"-partition-")
 }
 
-// deadLetters publishes a local run's dead letters to their topics.
+// deadLetters publishes a local run's dead letters to their topics, but
+// those of the last ledger entry read of each topic only once the run is
+// over, and only if the deployed copy does not read that entry again: its
+// ledger subscription starts at the last event read, and a subscription
+// starts at a whole entry (a batch of events, each dead-lettered again by
+// the copy).
 type deadLetters struct {
 	client    pulsar.Client
 	producers map[string]pulsar.Producer
 	mu        sync.Mutex
 	err       error
+	held      map[string]*heldLetters // by origin topic
 }
 
-// send publishes o; the stages of a local run call it at once.
-func (d *deadLetters) send(o *localwire.Output) error {
+// heldLetters are the dead letters of one ledger entry.
+type heldLetters struct {
+	ledger, entry int64
+	letters       []*localwire.Output
+}
+
+// send takes dead letter o of the ledger event at origin; the stages of a
+// local run call it at once.
+func (d *deadLetters) send(o *localwire.Output, origin envelope.Origin) error {
+	if origin.Topic == "" {
+		return d.publish(o)
+	}
+	pos := origin.Position
+	d.mu.Lock()
+	h := d.held[origin.Topic]
+	var due []*localwire.Output
+	switch {
+	case h == nil || pos.Ledger > h.ledger || pos.Ledger == h.ledger && pos.Entry > h.entry:
+		if h != nil {
+			due = h.letters
+		}
+		if d.held == nil {
+			d.held = map[string]*heldLetters{}
+		}
+		d.held[origin.Topic] = &heldLetters{ledger: pos.Ledger, entry: pos.Entry, letters: []*localwire.Output{o}}
+	case pos.Ledger == h.ledger && pos.Entry == h.entry:
+		h.letters = append(h.letters, o)
+	default: // an earlier entry's (another stage's, behind): due at once
+		due = []*localwire.Output{o}
+	}
+	d.mu.Unlock()
+	for _, o := range due {
+		if err := d.publish(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release publishes the held dead letters but those of the entries of
+// last (ledger topic → last event read), which the deployed copy reads
+// again.
+func (d *deadLetters) release(last map[string]localrun.Message) error {
+	d.mu.Lock()
+	held := d.held
+	d.held = nil
+	d.mu.Unlock()
+	for topic, h := range held {
+		if m, ok := last[topic]; ok && m.Ledger == h.ledger && m.Entry == h.entry {
+			continue
+		}
+		for _, o := range h.letters {
+			if err := d.publish(o); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// publish sends o to its topic.
+func (d *deadLetters) publish(o *localwire.Output) error {
 	d.mu.Lock()
 	p, ok := d.producers[o.Topic]
 	failed := d.err

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
+
 	"github.com/foldline/foldline/admin/backfill"
 	"github.com/foldline/foldline/admin/manifest"
 )
@@ -38,6 +40,12 @@ func TestFusedBackfill(t *testing.T) {
 			t.Errorf("dead letter %d of the fused run: %q, want line %d, %q", i, msg.Payload(), rejected[i]+1, want)
 		}
 	}
+	// The deployed copy reads the last ledger entry the fused run read
+	// once more, and dead-letters its malformed lines itself: the fused
+	// run leaves those to it, so that each is there once.
+	if n := s.countMessages(t, dlq); n != len(rejected) {
+		t.Errorf("%s holds %d dead letters, want %d (one per malformed line)", dlq, n, len(rejected))
+	}
 	s.ingest(t, generate(t, 1500, 24))
 	s.waitForFold(t, 3*time.Minute)
 
@@ -50,4 +58,28 @@ func TestFusedBackfill(t *testing.T) {
 	if again.OldTable != res.Table || again.Diff == nil || !again.Diff.Identical() {
 		t.Fatalf("second backfill %s → %s, diff %+v; want from %s, identical", again.OldTable, again.Table, again.Diff, res.Table)
 	}
+}
+
+// countMessages returns how many messages topic holds: read from the
+// earliest until the broker has no more.
+func (s *shop) countMessages(t *testing.T, topic string) int {
+	t.Helper()
+	client, err := pulsar.NewClient(s.svc.PulsarClientOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatalf("reading %s: %v", topic, err)
+	}
+	defer reader.Close()
+	n := 0
+	for reader.HasNext() {
+		if _, err := reader.Next(t.Context()); err != nil {
+			t.Fatalf("reading %s: %v", topic, err)
+		}
+		n++
+	}
+	return n
 }

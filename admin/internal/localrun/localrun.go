@@ -44,8 +44,9 @@ type Pipeline struct {
 	// topic, by stage name.
 	DeadLetters map[string]int64
 	// OnDeadLetter, when set, receives every dead letter (its topic is the
-	// stage's dead-letter topic), e.g. to publish it there.
-	OnDeadLetter func(*localwire.Output) error
+	// stage's dead-letter topic), e.g. to publish it there, with the ledger
+	// origin of the input it holds (zero when that has none).
+	OnDeadLetter func(*localwire.Output, envelope.Origin) error
 
 	mu sync.Mutex // guards DeadLetters while Stream's stages run
 }
@@ -208,8 +209,8 @@ func sortByOrigin(in []Message) {
 	})
 }
 
-// run sends the stage its inputs and returns their outputs in input order.
-func (s *stage) run(in []Message) ([]*localwire.Output, error) {
+// run sends the stage its inputs and returns the outputs of each.
+func (s *stage) run(in []Message) ([][]*localwire.Output, error) {
 	if len(in) == 0 {
 		return nil, nil
 	}
@@ -260,7 +261,7 @@ func (s *stage) run(in []Message) ([]*localwire.Output, error) {
 	if writeErr != nil {
 		return nil, s.failed(writeErr)
 	}
-	return slices.Concat(byInput...), nil
+	return byInput, nil
 }
 
 // failed wraps err with the function's name and its last log lines.

@@ -109,33 +109,40 @@ func (p *Pipeline) Stream(ctx context.Context, batches iter.Seq2[[]Message, erro
 // the next topic, counting (and, with OnDeadLetter, handing over) the
 // dead letters.
 func (p *Pipeline) step(s *stage, in []Message) ([]Message, error) {
-	outs, err := s.run(in)
+	byInput, err := s.run(in)
 	if err != nil {
 		return nil, err
 	}
-	next := make([]Message, 0, len(outs))
-	for _, o := range outs {
-		if o.Topic == s.st.DeadLetterTopic() {
-			if err := p.deadLetter(s, o); err != nil {
-				return nil, err
+	next := make([]Message, 0, len(in))
+	for i, outs := range byInput {
+		for _, o := range outs {
+			if o.Topic == s.st.DeadLetterTopic() {
+				if err := p.deadLetter(s, o, in[i]); err != nil {
+					return nil, err
+				}
+				continue
 			}
-			continue
+			next = append(next, Message{Topic: o.Topic, Ledger: -1, Entry: -1, Batch: -1,
+				Key: o.Key, Payload: o.Payload, Properties: o.Properties, EventTime: o.EventTime})
 		}
-		next = append(next, Message{Topic: o.Topic, Ledger: -1, Entry: -1, Batch: -1,
-			Key: o.Key, Payload: o.Payload, Properties: o.Properties, EventTime: o.EventTime})
 	}
 	return next, nil
 }
 
-// deadLetter counts a stage's dead letter and hands it to OnDeadLetter.
-func (p *Pipeline) deadLetter(s *stage, o *localwire.Output) error {
+// deadLetter counts a stage's dead letter o of input in and hands it to
+// OnDeadLetter with in's ledger origin.
+func (p *Pipeline) deadLetter(s *stage, o *localwire.Output, in Message) error {
 	p.mu.Lock()
 	p.DeadLetters[s.st.Name]++
 	p.mu.Unlock()
 	if p.OnDeadLetter == nil {
 		return nil
 	}
-	if err := p.OnDeadLetter(o); err != nil {
+	origin := envelope.Origin{Topic: in.Topic, Position: envelope.Position{Ledger: in.Ledger, Entry: in.Entry, Batch: int32(in.Batch)}}
+	if in.Ledger < 0 { // a derived message: its origin is in its properties
+		origin, _ = envelope.OriginFromProperties(in.Properties) // none: the zero origin
+	}
+	if err := p.OnDeadLetter(o, origin); err != nil {
 		return fmt.Errorf("sending a dead letter of %s to %s: %w", s.st.Name, o.Topic, err)
 	}
 	return nil
