@@ -91,11 +91,17 @@ func run(ctx context.Context, handler any, args []string) error {
 		return err
 	}
 	tuneGC(conf, os.Getenv)
+	stopProfile, err := startCPUProfile(conf.CPUProfile)
+	if err != nil {
+		return err
+	}
 	inst := newInstance(conf, h, os.Stderr)
 	if local {
-		return inst.runLocal(ctx, os.Stdin, os.Stdout)
+		err = inst.runLocal(ctx, os.Stdin, os.Stdout)
+	} else {
+		err = inst.run(ctx)
 	}
-	return inst.run(ctx)
+	return errors.Join(err, stopProfile())
 }
 
 // instance is one running function instance.
