@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
+	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf/internal/instancepb"
 	"github.com/foldline/foldline/internal/safego"
 )
@@ -126,6 +127,9 @@ type instance struct {
 	// skipped holds the topics whose subscription skipRest moved past a
 	// replay's cutoff.
 	skipped map[string]bool
+	// inputs holds the state of inputs that are done, for the next ones
+	// (see newInput).
+	inputs sync.Pool
 }
 
 func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
@@ -166,6 +170,49 @@ type input struct {
 	deadLetters int
 	remaining   atomic.Int32
 	failed      atomic.Pointer[error]
+	// done is the producers' callback for the input's sends (sent), made
+	// once per input state rather than once per send.
+	done sendDone
+}
+
+// newInput returns the state for an input message taken in ctx: one that
+// recycle gave back, or a new one. A message's state is recycled once its
+// sends are confirmed and it is acknowledged, which saves the allocation
+// (and the collection) of a few hundred bytes per message: the handler
+// must not use its FunctionContext after it returns (unless it deferred
+// its outcome: such an input is never recycled). The context the handler
+// gets stays a valid context: only its function context is another
+// message's.
+func (inst *instance) newInput(ctx context.Context, msg pulsar.Message, origin envelope.Origin, acks acker) *input {
+	in, _ := inst.inputs.Get().(*input)
+	if in == nil {
+		in = &input{}
+		in.ctx.fc = &in.fc
+		in.done = in.sent
+	}
+	if in.ctx.Context != ctx {
+		in.ctx.Context = ctx
+	}
+	in.fc = FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks, published: in.fc.published[:0]}
+	in.sess = inst.sess
+	return in
+}
+
+// recycle gives the state of an input that is done back to newInput,
+// unless its handler deferred the outcome (it may still hold the function
+// context). It drops every reference to the message and its outputs.
+func (in *input) recycle() {
+	if in.fc.deferral != nil {
+		return
+	}
+	inst := in.fc.inst
+	clear(in.fc.published)
+	// finished stays set: a Publish after the handler returned fails.
+	in.fc = FunctionContext{inst: inst, finished: true, published: in.fc.published[:0]}
+	in.records[0] = Record{}
+	in.out, in.one[0], in.first = nil, outbound{}, pulsar.ProducerMessage{}
+	in.sess, in.success, in.ack, in.attempts, in.deadLetters = nil, false, false, 0, 0
+	inst.inputs.Put(in)
 }
 
 // process handles one input message: calls the handler (retrying in place
@@ -184,8 +231,7 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		autoAck = false
 	}
 	origin, err := originOf(msg, inst.conf.LedgerEpochs)
-	in := &input{fc: FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks}, sess: inst.sess}
-	in.ctx = handlerContext{Context: ctx, fc: &in.fc}
+	in := inst.newInput(ctx, msg, origin, acks)
 	if err == nil && inst.conf.Until.skips(msg, origin) {
 		// Beyond the replay's cutoff: acknowledged, never handled.
 		in.fc.finished = true
@@ -371,9 +417,11 @@ func (inst *instance) send(in *input, ack, success bool, out []outbound) {
 		in.finish(nil)
 		return
 	}
-	in.failed.Store(nil) // an input sent again (as a dead letter) starts afresh
+	if in.failed.Load() != nil {
+		in.failed.Store(nil) // an input sent again (as a dead letter) starts afresh
+	}
 	in.remaining.Store(int32(len(out)))
-	done := in.sent
+	done := in.done
 	for _, o := range out {
 		if in.sess.isEnded() {
 			in.sendDone(errSessionEnded)
@@ -452,6 +500,9 @@ func (in *input) finish(err error) {
 		if ackErr := acks.Ack(msg); ackErr != nil {
 			inst.stats.recordException(sourceException, fmt.Errorf("acknowledging %v: %w", msg.ID(), ackErr))
 		}
+		// Only an input the runtime acknowledges: under MANUAL the
+		// handler acknowledges, maybe later.
+		in.recycle()
 	}
 }
 
@@ -599,15 +650,44 @@ func (inst *instance) consume(ctx context.Context, messages <-chan pulsar.Consum
 		case <-window.C:
 			inst.stats.resetWindow()
 		case cm := <-messages:
-			if inst.sess.isEnded() {
-				// Left unacknowledged: it comes again in the next session.
-				return inst.sess.err()
+			if stop, err := inst.take(ctx, cm); stop {
+				return err
 			}
-			if err := inst.process(ctx, cm.Message, cm.Consumer); err != nil {
-				return nil
+			// What has already arrived is taken without the select above,
+			// which costs more per message than the handler of a light
+			// stage: a backlog passes maxDrain messages per select, so a
+			// shutdown or fault waits for at most that many more.
+			for range maxDrain {
+				select {
+				case cm := <-messages:
+					if stop, err := inst.take(ctx, cm); stop {
+						return err
+					}
+					continue
+				default:
+				}
+				break
 			}
 		}
 	}
+}
+
+// maxDrain bounds the messages consume takes between two checks for the
+// end of the run, a fault or a window to start.
+const maxDrain = 64
+
+// take processes one message of consume; stop says whether consume ends,
+// with err: when the session has ended (the message is left
+// unacknowledged, to come again in the next session) or ctx ended during a
+// retry's wait.
+func (inst *instance) take(ctx context.Context, cm pulsar.ConsumerMessage) (stop bool, err error) {
+	if inst.sess.isEnded() {
+		return true, inst.sess.err()
+	}
+	if err := inst.process(ctx, cm.Message, cm.Consumer); err != nil {
+		return true, nil
+	}
+	return false, nil
 }
 
 // drain waits, within shutdownGrace, for the outputs in flight so that their

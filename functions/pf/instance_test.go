@@ -64,7 +64,9 @@ type fakeSender struct {
 
 func (s *fakeSender) sendAsync(_ context.Context, topic string, msg *pulsar.ProducerMessage, done sendDone) error {
 	s.mu.Lock()
-	s.sent = append(s.sent, sent{topic, msg})
+	// A copy: the runtime reuses an input's message once it is confirmed.
+	cp := *msg
+	s.sent = append(s.sent, sent{topic, &cp})
 	err := s.fail[topic]
 	if s.failWith != nil {
 		err = s.failWith(msg)

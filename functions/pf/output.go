@@ -19,6 +19,9 @@ import (
 // one topic. It calls done exactly once per message it accepts, from any
 // goroutine, possibly before sendAsync returns; when it cannot hand the
 // message to a producer it returns the error instead and never calls done.
+// Once it has called done it no longer uses msg, which the runtime reuses
+// (pulsar-client-go's producer reads nothing of a message after its
+// callback).
 type sender interface {
 	sendAsync(ctx context.Context, topic string, msg *pulsar.ProducerMessage, done sendDone) error
 }
