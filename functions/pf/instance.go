@@ -158,6 +158,9 @@ type input struct {
 	out   []outbound
 	one   [1]outbound
 	first pulsar.ProducerMessage
+	// props is the properties map of first when the output needed a map of
+	// its own, kept for the next input the state is recycled for.
+	props map[string]string
 	// sess is the session the input was taken in.
 	sess *session
 	// success counts the input as processed once out is confirmed; ack
@@ -363,13 +366,15 @@ func (inst *instance) outputs(in *input, records []Record) []outbound {
 		if topic == "" {
 			continue // no output topic: the output is dropped, as upstream
 		}
-		pm := &in.first
+		// The first output is the input's own message, with the input's
+		// own properties map when it needs a new one; the others are new.
+		pm, scratch := &in.first, &in.props
 		if len(out) > 0 {
-			pm = new(pulsar.ProducerMessage)
+			pm, scratch = new(pulsar.ProducerMessage), nil
 		}
 		// Each of several outputs gets its own position under the input's
 		// origin, so that a sink tells them apart from redeliveries.
-		setOutput(pm, in.fc.msg, in.fc.origin.Child(i, len(records)), rec)
+		setOutput(pm, in.fc.msg, in.fc.origin.Child(i, len(records)), rec, scratch)
 		out = append(out, outbound{topic: topic, msg: pm})
 	}
 	return out

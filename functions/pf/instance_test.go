@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"sync"
 	"syscall"
@@ -66,6 +67,7 @@ func (s *fakeSender) sendAsync(_ context.Context, topic string, msg *pulsar.Prod
 	s.mu.Lock()
 	// A copy: the runtime reuses an input's message once it is confirmed.
 	cp := *msg
+	cp.Properties = maps.Clone(msg.Properties)
 	s.sent = append(s.sent, sent{topic, &cp})
 	err := s.fail[topic]
 	if s.failWith != nil {
@@ -258,7 +260,7 @@ func TestProcessFailures(t *testing.T) {
 			}
 			if tt.wantReason == "" {
 				want := &pulsar.ProducerMessage{}
-				setOutput(want, ledgerEvent("x", 3), envelope.Origin{Topic: inTopic, Position: envelope.Position{Ledger: 7, Entry: 3, Batch: 1}}, &Record{Payload: []byte("x")})
+				setOutput(want, ledgerEvent("x", 3), envelope.Origin{Topic: inTopic, Position: envelope.Position{Ledger: 7, Entry: 3, Batch: 1}}, &Record{Payload: []byte("x")}, nil)
 				assertSent(t, out.sent, []sent{{outTopic, want}})
 				return
 			}

@@ -77,11 +77,12 @@ func carriesOrigin(props map[string]string, origin envelope.Origin) bool {
 
 // setOutput fills pm, the message for rec, taking what rec leaves unset from
 // the input: key, properties (rec's are laid over the input's), origin and
-// event time.
-func setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, rec *Record) {
+// event time. When the properties are a new map it is *scratch, emptied,
+// if that is not nil, and *scratch becomes it (see outputProperties).
+func setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, rec *Record, scratch *map[string]string) {
 	pm.Payload = rec.Payload
 	pm.Key = rec.Key
-	pm.Properties = outputProperties(in.Properties(), origin, rec.Properties)
+	pm.Properties = outputProperties(in.Properties(), origin, rec.Properties, scratch)
 	pm.EventTime = rec.EventTime
 	if pm.Key == "" {
 		pm.Key = in.Key()
@@ -96,12 +97,24 @@ func setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Or
 // set and then the record's properties laid over them. When that copy would
 // equal the input's (an input that already carries the origin, a record that
 // sets no properties) it returns the input's map itself: neither the runtime
-// nor the producer modifies a message's properties.
-func outputProperties(inProps map[string]string, origin envelope.Origin, recProps map[string]string) map[string]string {
+// nor the producer modifies a message's properties. The copy is *scratch,
+// emptied, when scratch points to a map (one that no message being sent
+// holds any more: an input reuses its own), and *scratch becomes the copy
+// when scratch is not nil.
+func outputProperties(inProps map[string]string, origin envelope.Origin, recProps map[string]string, scratch *map[string]string) map[string]string {
 	if len(recProps) == 0 && carriesOrigin(inProps, origin) {
 		return inProps
 	}
-	props := make(map[string]string, len(inProps)+len(recProps)+2)
+	var props map[string]string
+	if scratch != nil && *scratch != nil {
+		props = *scratch
+		clear(props)
+	} else {
+		props = make(map[string]string, len(inProps)+len(recProps)+2)
+		if scratch != nil {
+			*scratch = props
+		}
+	}
 	maps.Copy(props, inProps)
 	if !origin.IsZero() {
 		var buf [128]byte
@@ -154,7 +167,7 @@ func setDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelop
 	setOutput(pm, in, origin, &Record{
 		Payload:    in.Payload(),
 		Properties: deadLetterProperties(in, fqfn, attempts, reason),
-	})
+	}, nil)
 }
 
 // setBareDeadLetter fills pm with the dead-letter message for an input
@@ -164,7 +177,7 @@ func setDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelop
 func setBareDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, fqfn string, attempts int, reason error) {
 	props := deadLetterProperties(in, fqfn, attempts, reason)
 	props[PropDeadLetterPayloadBytes] = strconv.Itoa(len(in.Payload()))
-	pm.Properties = outputProperties(nil, origin, props)
+	pm.Properties = outputProperties(nil, origin, props, nil)
 	pm.Key = textcap.Truncate(in.Key(), maxKeyBytes)
 	pm.EventTime = in.EventTime()
 }
