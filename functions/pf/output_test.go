@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strconv"
 	"strings"
-	"maps"
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsar"
