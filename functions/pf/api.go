@@ -111,11 +111,9 @@ func Run(ctx context.Context, handler any, args []string) error {
 }
 
 // FunctionContext gives a handler the function's identity and config, the
-// message being processed and a way to publish to other topics. It holds
-// the current invocation's input only: it must not be used after the handler
-// returns, unless the handler deferred its outcome (Defer), until it calls
-// complete. Once an input is acknowledged the runtime reuses its function
-// context for a later input.
+// message being processed and a way to publish to other topics. The runtime
+// hands a fresh one to every invocation; it must not be used after the
+// handler returns except through Publish in the same invocation.
 type FunctionContext struct {
 	inst   *instance
 	msg    pulsar.Message

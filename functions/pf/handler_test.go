@@ -131,7 +131,7 @@ type otherKey struct{}
 // derived from it, and everything of the run's context.
 func TestHandlerContext(t *testing.T) {
 	parent, cancel := context.WithCancel(context.WithValue(t.Context(), otherKey{}, "run"))
-	var got string
+	var got *FunctionContext
 	inst, _ := newTestInstance(t, testConf(), func(ctx context.Context) error {
 		child, stop := context.WithCancel(ctx)
 		defer stop()
@@ -139,9 +139,7 @@ func TestHandlerContext(t *testing.T) {
 		if !ok || child.Value(otherKey{}) != "run" {
 			t.Errorf("derived context: function context %v, run's value %v", ok, child.Value(otherKey{}))
 		}
-		if ok {
-			got = string(fc.GetCurrentRecord().Payload())
-		}
+		got = fc
 		cancel()
 		<-child.Done()
 		return nil
@@ -149,7 +147,7 @@ func TestHandlerContext(t *testing.T) {
 	if err := inst.process(parent, ledgerEvent("x", 1), &fakeAcker{}); err != nil {
 		t.Fatal(err)
 	}
-	if got != "x" {
-		t.Errorf("function context of input %q, want the current input's", got)
+	if got == nil || string(got.GetCurrentRecord().Payload()) != "x" {
+		t.Errorf("function context %+v, want the current input's", got)
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
-	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf/internal/instancepb"
 	"github.com/foldline/foldline/internal/safego"
 )
@@ -127,9 +126,6 @@ type instance struct {
 	// skipped holds the topics whose subscription skipRest moved past a
 	// replay's cutoff.
 	skipped map[string]bool
-	// inputs holds the state of inputs that are done, for the next ones
-	// (see newInput).
-	inputs sync.Pool
 }
 
 func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
@@ -158,9 +154,6 @@ type input struct {
 	out   []outbound
 	one   [1]outbound
 	first pulsar.ProducerMessage
-	// props is the properties map of first when the output needed a map of
-	// its own, kept for the next input the state is recycled for.
-	props map[string]string
 	// sess is the session the input was taken in.
 	sess *session
 	// success counts the input as processed once out is confirmed; ack
@@ -173,49 +166,6 @@ type input struct {
 	deadLetters int
 	remaining   atomic.Int32
 	failed      atomic.Pointer[error]
-	// done is the producers' callback for the input's sends (sent), made
-	// once per input state rather than once per send.
-	done sendDone
-}
-
-// newInput returns the state for an input message taken in ctx: one that
-// recycle gave back, or a new one. A message's state is recycled once its
-// sends are confirmed and it is acknowledged, which saves the allocation
-// (and the collection) of a few hundred bytes per message: the handler
-// must not use its FunctionContext after it returns (unless it deferred
-// its outcome: such an input is never recycled). The context the handler
-// gets stays a valid context: only its function context is another
-// message's.
-func (inst *instance) newInput(ctx context.Context, msg pulsar.Message, origin envelope.Origin, acks acker) *input {
-	in, _ := inst.inputs.Get().(*input)
-	if in == nil {
-		in = &input{}
-		in.ctx.fc = &in.fc
-		in.done = in.sent
-	}
-	if in.ctx.Context != ctx {
-		in.ctx.Context = ctx
-	}
-	in.fc = FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks, published: in.fc.published[:0]}
-	in.sess = inst.sess
-	return in
-}
-
-// recycle gives the state of an input that is done back to newInput,
-// unless its handler deferred the outcome (it may still hold the function
-// context). It drops every reference to the message and its outputs.
-func (in *input) recycle() {
-	if in.fc.deferral != nil {
-		return
-	}
-	inst := in.fc.inst
-	clear(in.fc.published)
-	// finished stays set: a Publish after the handler returned fails.
-	in.fc = FunctionContext{inst: inst, finished: true, published: in.fc.published[:0]}
-	in.records[0] = Record{}
-	in.out, in.one[0], in.first = nil, outbound{}, pulsar.ProducerMessage{}
-	in.sess, in.success, in.ack, in.attempts, in.deadLetters = nil, false, false, 0, 0
-	inst.inputs.Put(in)
 }
 
 // process handles one input message: calls the handler (retrying in place
@@ -234,7 +184,8 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		autoAck = false
 	}
 	origin, err := originOf(msg, inst.conf.LedgerEpochs)
-	in := inst.newInput(ctx, msg, origin, acks)
+	in := &input{fc: FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks}, sess: inst.sess}
+	in.ctx = handlerContext{Context: ctx, fc: &in.fc}
 	if err == nil && inst.conf.Until.skips(msg, origin) {
 		// Beyond the replay's cutoff: acknowledged, never handled.
 		in.fc.finished = true
@@ -366,15 +317,13 @@ func (inst *instance) outputs(in *input, records []Record) []outbound {
 		if topic == "" {
 			continue // no output topic: the output is dropped, as upstream
 		}
-		// The first output is the input's own message, with the input's
-		// own properties map when it needs a new one; the others are new.
-		pm, scratch := &in.first, &in.props
+		pm := &in.first
 		if len(out) > 0 {
-			pm, scratch = new(pulsar.ProducerMessage), nil
+			pm = new(pulsar.ProducerMessage)
 		}
 		// Each of several outputs gets its own position under the input's
 		// origin, so that a sink tells them apart from redeliveries.
-		setOutput(pm, in.fc.msg, in.fc.origin.Child(i, len(records)), rec, scratch)
+		setOutput(pm, in.fc.msg, in.fc.origin.Child(i, len(records)), rec)
 		out = append(out, outbound{topic: topic, msg: pm})
 	}
 	return out
@@ -426,7 +375,7 @@ func (inst *instance) send(in *input, ack, success bool, out []outbound) {
 		in.failed.Store(nil) // an input sent again (as a dead letter) starts afresh
 	}
 	in.remaining.Store(int32(len(out)))
-	done := in.done
+	done := in.sent
 	for _, o := range out {
 		if in.sess.isEnded() {
 			in.sendDone(errSessionEnded)
@@ -505,9 +454,6 @@ func (in *input) finish(err error) {
 		if ackErr := acks.Ack(msg); ackErr != nil {
 			inst.stats.recordException(sourceException, fmt.Errorf("acknowledging %v: %w", msg.ID(), ackErr))
 		}
-		// Only an input the runtime acknowledges: under MANUAL the
-		// handler acknowledges, maybe later.
-		in.recycle()
 	}
 }
 

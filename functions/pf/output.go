@@ -19,9 +19,6 @@ import (
 // one topic. It calls done exactly once per message it accepts, from any
 // goroutine, possibly before sendAsync returns; when it cannot hand the
 // message to a producer it returns the error instead and never calls done.
-// Once it has called done it no longer uses msg, which the runtime reuses
-// (pulsar-client-go's producer reads nothing of a message after its
-// callback).
 type sender interface {
 	sendAsync(ctx context.Context, topic string, msg *pulsar.ProducerMessage, done sendDone) error
 }
@@ -77,12 +74,11 @@ func carriesOrigin(props map[string]string, origin envelope.Origin) bool {
 
 // setOutput fills pm, the message for rec, taking what rec leaves unset from
 // the input: key, properties (rec's are laid over the input's), origin and
-// event time. When the properties are a new map it is *scratch, emptied,
-// if that is not nil, and *scratch becomes it (see outputProperties).
-func setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, rec *Record, scratch *map[string]string) {
+// event time.
+func setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, rec *Record) {
 	pm.Payload = rec.Payload
 	pm.Key = rec.Key
-	pm.Properties = outputProperties(in.Properties(), origin, rec.Properties, scratch)
+	pm.Properties = outputProperties(in.Properties(), origin, rec.Properties)
 	pm.EventTime = rec.EventTime
 	if pm.Key == "" {
 		pm.Key = in.Key()
@@ -97,24 +93,12 @@ func setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Or
 // set and then the record's properties laid over them. When that copy would
 // equal the input's (an input that already carries the origin, a record that
 // sets no properties) it returns the input's map itself: neither the runtime
-// nor the producer modifies a message's properties. The copy is *scratch,
-// emptied, when scratch points to a map (one that no message being sent
-// holds any more: an input reuses its own), and *scratch becomes the copy
-// when scratch is not nil.
-func outputProperties(inProps map[string]string, origin envelope.Origin, recProps map[string]string, scratch *map[string]string) map[string]string {
+// nor the producer modifies a message's properties.
+func outputProperties(inProps map[string]string, origin envelope.Origin, recProps map[string]string) map[string]string {
 	if len(recProps) == 0 && carriesOrigin(inProps, origin) {
 		return inProps
 	}
-	var props map[string]string
-	if scratch != nil && *scratch != nil {
-		props = *scratch
-		clear(props)
-	} else {
-		props = make(map[string]string, len(inProps)+len(recProps)+2)
-		if scratch != nil {
-			*scratch = props
-		}
-	}
+	props := make(map[string]string, len(inProps)+len(recProps)+2)
 	maps.Copy(props, inProps)
 	if !origin.IsZero() {
 		var buf [128]byte
@@ -167,7 +151,7 @@ func setDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelop
 	setOutput(pm, in, origin, &Record{
 		Payload:    in.Payload(),
 		Properties: deadLetterProperties(in, fqfn, attempts, reason),
-	}, nil)
+	})
 }
 
 // setBareDeadLetter fills pm with the dead-letter message for an input
@@ -177,7 +161,7 @@ func setDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelop
 func setBareDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, fqfn string, attempts int, reason error) {
 	props := deadLetterProperties(in, fqfn, attempts, reason)
 	props[PropDeadLetterPayloadBytes] = strconv.Itoa(len(in.Payload()))
-	pm.Properties = outputProperties(nil, origin, props, nil)
+	pm.Properties = outputProperties(nil, origin, props)
 	pm.Key = textcap.Truncate(in.Key(), maxKeyBytes)
 	pm.EventTime = in.EventTime()
 }

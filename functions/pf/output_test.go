@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
 	"strconv"
 	"strings"
@@ -126,7 +125,7 @@ func TestOutputProperties(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := fmt.Sprint(tt.in)
-			got := outputProperties(tt.in, tt.origin, tt.rec, nil)
+			got := outputProperties(tt.in, tt.origin, tt.rec)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("properties %v, want %v", got, tt.want)
 			}
@@ -259,30 +258,5 @@ func TestDeadLetterReasonIsCut(t *testing.T) {
 	setDeadLetter(&pm, ledgerEvent("x", 1), envelope.Origin{}, "t/n/f", 1, errors.New(strings.Repeat("r", 6<<20)))
 	if reason := pm.Properties[envelope.PropDeadLetterReason]; len(reason) > maxReasonBytes || !strings.HasSuffix(reason, "[truncated from 6291456 bytes]") {
 		t.Errorf("reason of %d bytes ending %q", len(reason), reason[len(reason)-40:])
-	}
-}
-
-// An input's state reuses its properties map for its next output: emptied
-// first, so that nothing of the earlier output's properties stays.
-func TestOutputPropertiesReuseTheScratchMap(t *testing.T) {
-	origin := envelope.Origin{Topic: "persistent://t/n/ledger", Position: envelope.Position{Ledger: 1, Entry: 2, Batch: 3}}
-	var scratch map[string]string
-	first := outputProperties(map[string]string{"a": "1", "b": "2"}, origin, map[string]string{"c": "3"}, &scratch)
-	if scratch == nil || len(first) != 5 {
-		t.Fatalf("first output's properties %v, scratch %v", first, scratch)
-	}
-	second := outputProperties(map[string]string{"d": "4"}, origin, nil, &scratch)
-	want := map[string]string{"d": "4", envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: origin.Position.String()}
-	if !maps.Equal(second, want) {
-		t.Errorf("second output's properties %v, want %v", second, want)
-	}
-	if len(scratch) != len(want) {
-		t.Errorf("scratch %v is not the second output's map", scratch)
-	}
-	// An input that carries its origin passes its own map, leaving the
-	// scratch map alone.
-	in := maps.Clone(want)
-	if got := outputProperties(in, origin, nil, &scratch); len(got) != 3 || !maps.Equal(got, in) {
-		t.Errorf("pass-through properties %v", got)
 	}
 }
