@@ -115,6 +115,9 @@ type instanceConf struct {
 	// MemoryLimitMB 0 sets no limit.
 	GCPercent     int
 	MemoryLimitMB int
+	// CPUProfile is where the instance writes a pprof CPU profile of its
+	// run (UserConfigCPUProfile), "" for none.
+	CPUProfile string
 }
 
 // FQFN is the fully qualified function name, tenant/namespace/name.
@@ -427,6 +430,9 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 		return err
 	}
 	if err := userCount(c.UserConfig, "memoryLimitMB", &c.MemoryLimitMB); err != nil {
+		return err
+	}
+	if err := userString(c.UserConfig, UserConfigCPUProfile, &c.CPUProfile); err != nil {
 		return err
 	}
 	var err error

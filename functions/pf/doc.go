@@ -87,6 +87,9 @@
 //     handler that keeps a large live heap wants a higher limit (foldline
 //     deploy gives its Cassandra sink 512). GOGC and GOMEMLIMIT in the
 //     process environment win over both.
+//   - "cpuProfile" (a file name): the instance writes a pprof CPU profile
+//     of its run there, complete once it has shut down (see
+//     UserConfigCPUProfile).
 //   - "receiverQueueSize", "maxPendingMessages", "compression",
 //     "batchingMaxMessages", "batchingMaxSize" and
 //     "batchingMaxPublishDelayMs": the consumers' and producers' settings,

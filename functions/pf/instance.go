@@ -91,11 +91,17 @@ func run(ctx context.Context, handler any, args []string) error {
 		return err
 	}
 	tuneGC(conf, os.Getenv)
+	stopProfile, err := startCPUProfile(conf.CPUProfile)
+	if err != nil {
+		return err
+	}
 	inst := newInstance(conf, h, os.Stderr)
 	if local {
-		return inst.runLocal(ctx, os.Stdin, os.Stdout)
+		err = inst.runLocal(ctx, os.Stdin, os.Stdout)
+	} else {
+		err = inst.run(ctx)
 	}
-	return inst.run(ctx)
+	return errors.Join(err, stopProfile())
 }
 
 // instance is one running function instance.
@@ -365,7 +371,9 @@ func (inst *instance) send(in *input, ack, success bool, out []outbound) {
 		in.finish(nil)
 		return
 	}
-	in.failed.Store(nil) // an input sent again (as a dead letter) starts afresh
+	if in.failed.Load() != nil {
+		in.failed.Store(nil) // an input sent again (as a dead letter) starts afresh
+	}
 	in.remaining.Store(int32(len(out)))
 	done := in.sent
 	for _, o := range out {
@@ -593,15 +601,44 @@ func (inst *instance) consume(ctx context.Context, messages <-chan pulsar.Consum
 		case <-window.C:
 			inst.stats.resetWindow()
 		case cm := <-messages:
-			if inst.sess.isEnded() {
-				// Left unacknowledged: it comes again in the next session.
-				return inst.sess.err()
+			if stop, err := inst.take(ctx, cm); stop {
+				return err
 			}
-			if err := inst.process(ctx, cm.Message, cm.Consumer); err != nil {
-				return nil
+			// What has already arrived is taken without the select above,
+			// which costs more per message than the handler of a light
+			// stage: a backlog passes maxDrain messages per select, so a
+			// shutdown or fault waits for at most that many more.
+			for range maxDrain {
+				select {
+				case cm := <-messages:
+					if stop, err := inst.take(ctx, cm); stop {
+						return err
+					}
+					continue
+				default:
+				}
+				break
 			}
 		}
 	}
+}
+
+// maxDrain bounds the messages consume takes between two checks for the
+// end of the run, a fault or a window to start.
+const maxDrain = 64
+
+// take processes one message of consume; stop says whether consume ends,
+// with err: when the session has ended (the message is left
+// unacknowledged, to come again in the next session) or ctx ended during a
+// retry's wait.
+func (inst *instance) take(ctx context.Context, cm pulsar.ConsumerMessage) (stop bool, err error) {
+	if inst.sess.isEnded() {
+		return true, inst.sess.err()
+	}
+	if err := inst.process(ctx, cm.Message, cm.Consumer); err != nil {
+		return true, nil
+	}
+	return false, nil
 }
 
 // drain waits, within shutdownGrace, for the outputs in flight so that their

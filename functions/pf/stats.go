@@ -14,6 +14,9 @@ import (
 	"github.com/foldline/foldline/internal/textcap"
 )
 
+// cacheLine is a processor's cache line size, at least.
+const cacheLine = 64
+
 // maxLatestExceptions is how many recent exceptions of each kind status shows.
 const maxLatestExceptions = 10
 
@@ -75,10 +78,17 @@ const (
 // stats holds the instance's counts, read by the control service and the
 // Prometheus endpoint. It is safe for concurrent use; the hot path is atomics.
 type stats struct {
-	received, processed counter
-	exceptions          [exceptionKinds]counter
-	latency             latency
-	lastInvocationMs    atomic.Int64
+	// received, latency and lastInvocationMs are written by the goroutine
+	// that takes messages, processed by the producers' callbacks: a cache
+	// line apart, so that the two do not take it from each other for every
+	// message.
+	received         counter
+	latency          latency
+	lastInvocationMs atomic.Int64
+	_                [cacheLine]byte
+	processed        counter
+	_                [cacheLine]byte
+	exceptions       [exceptionKinds]counter
 	// started is when the stats were made. Invocations are timed by the
 	// monotonic clock since then, one cheap clock read at each end instead
 	// of a wall-clock read too.

@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -79,6 +80,10 @@ type options struct {
 	only map[string]bool
 	// jsonPath is the JSON Lines file the figures are appended to.
 	jsonPath string
+	// profileDir, when set, gets a pprof CPU profile of the plain loops'
+	// and the identity function's processes per round
+	// (<key>-r<round>.pprof).
+	profileDir string
 }
 
 func main() {
@@ -103,6 +108,7 @@ func main() {
 	flag.StringVar(&o.identityConfig, "identity-config", "", `user config of the identity function (JSON), e.g. '{"receiverQueueSize":1000,"compression":"lz4"}'; empty: the runtime's defaults`)
 	only := flag.String("contenders", "", "comma-separated contenders to run, of "+strings.Join(contenderKeys, ",")+"; empty: all")
 	flag.StringVar(&o.jsonPath, "json", "", "append the figures to this file as JSON Lines")
+	flag.StringVar(&o.profileDir, "cpuprofile", "", "write CPU profiles of the plain loops and the identity function to this directory (<contender>-r<round>.pprof)")
 	flag.Parse()
 	if *only != "" {
 		o.only = map[string]bool{}
@@ -191,30 +197,64 @@ func bench(ctx context.Context, o options) error {
 		return fmt.Errorf("building the identity example: %w", err)
 	}
 
-	loop := func(settings string) func(ctx context.Context, in, out string) (func() int, func(), error) {
+	// profile is where contender key writes its CPU profile in round, ""
+	// for none.
+	profile := func(key string, round int) string {
+		if o.profileDir == "" {
+			return ""
+		}
+		return filepath.Join(o.profileDir, fmt.Sprintf("%s-r%d.pprof", key, round+1))
+	}
+	loop := func(settings, profilePath string) func(ctx context.Context, in, out string) (func() int, func(), error) {
 		return func(ctx context.Context, in, out string) (func() int, func(), error) {
 			subType := "shared"
 			if o.failover {
 				subType = "failover"
 			}
-			cmd := exec.CommandContext(ctx, self, "loop", o.serviceURL, in, out, subType, settings)
+			cmd := exec.CommandContext(ctx, self, "loop", o.serviceURL, in, out, subType, settings, profilePath)
 			cmd.Stderr = os.Stderr
 			if err := cmd.Start(); err != nil {
 				return nil, nil, err
 			}
-			return func() int { return cmd.Process.Pid }, func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }, nil
+			// SIGTERM lets it write its profile; closing gets 5 s.
+			stop := func() {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				kill := time.AfterFunc(5*time.Second, func() { _ = cmd.Process.Kill() })
+				_ = cmd.Wait()
+				kill.Stop()
+			}
+			return func() int { return cmd.Process.Pid }, stop, nil
 		}
 	}
-	identityArgs := []string{"--go", identity}
-	if o.identityConfig != "" {
-		identityArgs = append(identityArgs, "--user-config", o.identityConfig)
+	identityArgs := func(round int) ([]string, error) {
+		args := []string{"--go", identity}
+		userConfig := o.identityConfig
+		if path := profile("identity", round); path != "" {
+			conf := map[string]any{}
+			if userConfig != "" {
+				if err := json.Unmarshal([]byte(userConfig), &conf); err != nil {
+					return nil, fmt.Errorf("-identity-config: %w", err)
+				}
+			}
+			conf["cpuProfile"] = path
+			b, _ := json.Marshal(conf)
+			userConfig = string(b)
+		}
+		if userConfig != "" {
+			args = append(args, "--user-config", userConfig)
+		}
+		return args, nil
 	}
-	contenders := func(ns string) []contender {
+	contenders := func(ns string, round int) []contender {
 		all := []contender{
-			{key: "tuned", name: "plain loop, tuned (limit)", start: loop("tuned")},
-			{key: "default", name: "plain loop, client defaults + LZ4", start: loop("default")},
+			{key: "tuned", name: "plain loop, tuned (limit)", start: loop("tuned", profile("tuned", round))},
+			{key: "default", name: "plain loop, client defaults + LZ4", start: loop("default", profile("default", round))},
 			{key: "identity", name: "Foldline identity under the worker", start: func(ctx context.Context, in, out string) (func() int, func(), error) {
-				return deploy(ctx, o, ns, "identity", in, out, identityArgs, "/pulsar_functions/"+ns+"/identity/")
+				args, err := identityArgs(round)
+				if err != nil {
+					return nil, nil, err
+				}
+				return deploy(ctx, o, ns, "identity", in, out, args, "/pulsar_functions/"+ns+"/identity/")
 			}},
 			{key: "java", name: "Java ExclamationFunction under the worker (peer)", schema: func() pulsar.Schema { return pulsar.NewStringSchema(nil) }, start: func(ctx context.Context, in, out string) (func() int, func(), error) {
 				return deploy(ctx, o, ns, "exclamation", in, out, []string{
@@ -238,7 +278,7 @@ func bench(ctx context.Context, o options) error {
 		}
 		// Each round starts with the next contender: the first one after a
 		// namespace is created runs slower here, whoever it is.
-		cs := contenders(ns)
+		cs := contenders(ns, round)
 		results := make([]result, len(cs))
 		for k := range cs {
 			i := (round + k) % len(cs)
@@ -742,9 +782,22 @@ var loopSettings = map[string]struct {
 // plainLoop is the limit: consume, produce with the same key and
 // properties, acknowledge once the send is confirmed.
 func plainLoop(args []string) error {
-	if len(args) != 5 {
-		return errors.New("usage: loop <service-url> <in> <out> failover|shared tuned|default")
+	if len(args) != 6 {
+		return errors.New("usage: loop <service-url> <in> <out> failover|shared tuned|default <cpu-profile or empty>")
 	}
+	if args[5] != "" {
+		f, err := os.Create(args[5])
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
 	subType := pulsar.Shared
 	if args[3] == "failover" {
 		subType = pulsar.Failover
@@ -779,15 +832,20 @@ func plainLoop(args []string) error {
 		return err
 	}
 	defer producer.Close()
-	for cm := range consumer.Chan() {
-		msg := cm.Message
-		producer.SendAsync(context.Background(), &pulsar.ProducerMessage{
-			Payload: msg.Payload(), Key: msg.Key(), Properties: msg.Properties(), EventTime: msg.EventTime(),
-		}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-			if err == nil {
-				_ = consumer.Ack(msg)
-			}
-		})
-	}
+	// The loop runs on its own goroutine, as plain as it can be; SIGTERM
+	// returns, which writes the CPU profile.
+	go func() {
+		for cm := range consumer.Chan() {
+			msg := cm.Message
+			producer.SendAsync(context.Background(), &pulsar.ProducerMessage{
+				Payload: msg.Payload(), Key: msg.Key(), Properties: msg.Properties(), EventTime: msg.EventTime(),
+			}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				if err == nil {
+					_ = consumer.Ack(msg)
+				}
+			})
+		}
+	}()
+	<-ctx.Done()
 	return nil
 }
