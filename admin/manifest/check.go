@@ -11,6 +11,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -309,6 +310,11 @@ func (s *Set) checkUserConfig(src Source, field string, uc map[string]any) Probl
 	}
 	if v, ok := uc[UserConfigOutputRouting]; ok && v != "key" && v != "origin" {
 		ps = append(ps, src.Problem(field+"."+UserConfigOutputRouting, "%v: want key or origin", v))
+	}
+	if _, ok := uc[pf.UserConfigCPUProfile]; ok {
+		// A file the instance creates on the worker's machine, for
+		// benchmarks that start instances themselves: no manifest names one.
+		ps = append(ps, src.Problem(field+"."+pf.UserConfigCPUProfile, "a profiling switch of scripts/bench-runtime, not deployable: remove it"))
 	}
 	ps = append(ps, checkRuntimeClientConfig(src, field, uc)...)
 	return ps

@@ -125,6 +125,11 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			want:  []wantProblem{{"functions/validate.yaml", "outputRouting: round-robin", "userConfig.outputRouting", "round-robin: want key or origin"}},
 		},
 		{
+			name:  "a profile file on the worker's machine",
+			edits: []edit{{"functions/validate.yaml", "  maxRetries: 3", "  maxRetries: 3\n  cpuProfile: /etc/cron.d/x"}},
+			want:  []wantProblem{{"functions/validate.yaml", "cpuProfile: /etc/cron.d/x", "userConfig.cpuProfile", "not deployable"}},
+		},
+		{
 			name: "key routing where a function reads a partitioned topic",
 			edits: []edit{{"pipeline.yaml", "kind: Pipeline\n", "kind: Pipeline\ntopics:\n  - {name: persistent://shop/pipeline/valid, partitions: 2}\n"},
 				{"functions/validate.yaml", "  maxRetries: 3", "  maxRetries: 3\n  outputRouting: key"}},
