@@ -261,7 +261,7 @@ func deleteSubscription(ctx context.Context, pulsar *pulsarx.Clients, topic, sub
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-time.After(time.Second):
+		case <-time.After(200 * time.Millisecond): // its function's instance exiting, still connected
 		}
 	}
 }
