@@ -14,7 +14,7 @@ import (
 // Op is one view operation together with the ledger event that caused it:
 // the unit the Applier applies exactly once.
 type Op struct {
-	View   envelope.ViewOp
+	View   envelope.RowOp
 	Origin envelope.Origin
 }
 
@@ -122,7 +122,7 @@ func (v *compiledView) bind(index int, op Op, arena *bindArena) (boundOp, error)
 	b.key = take(&arena.keys, len(v.schema.Key))
 	b.columns = take(&arena.cols, len(vo.Columns))
 	for i, k := range v.schema.Key {
-		raw, ok := vo.Key[k.Name]
+		raw, ok := vo.Value(k.Name)
 		if !ok {
 			return boundOp{}, fmt.Errorf("%w: key column %s is missing", ErrBadKey, k.Name)
 		}

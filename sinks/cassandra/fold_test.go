@@ -70,7 +70,7 @@ func (b *opBuilder) atTime(t time.Time) *opBuilder { b.at = t; return b }
 func (b *opBuilder) op() Op {
 	key, _ := json.Marshal(b.user)
 	return Op{
-		View:   envelope.ViewOp{View: b.view, Key: map[string]json.RawMessage{"user": key}, Kind: b.kind, EventTime: b.at, Columns: b.cols},
+		View:   envelope.RowOp{View: b.view, Key: []envelope.KeyValue{{Column: "user", Value: key}}, Kind: b.kind, EventTime: b.at, Columns: b.cols},
 		Origin: envelope.Origin{Topic: b.topic, Position: envelope.Position{Ledger: 7, Entry: b.entry}},
 	}
 }
@@ -287,17 +287,17 @@ func TestBindRejects(t *testing.T) {
 		}(), want: envelope.ErrNoOrigin},
 		{name: "missing key column", op: func() Op {
 			o := upsert("u", "p0", 1).col("views", envelope.MergeAdd, 1).op()
-			o.View.Key = map[string]json.RawMessage{"sku": json.RawMessage(`"x"`)}
+			o.View.Key = []envelope.KeyValue{{Column: "sku", Value: json.RawMessage(`"x"`)}}
 			return o
 		}(), want: ErrBadKey},
 		{name: "extra key column", op: func() Op {
 			o := upsert("u", "p0", 1).col("views", envelope.MergeAdd, 1).op()
-			o.View.Key["sku"] = json.RawMessage(`"x"`)
+			o.View.Key = append(o.View.Key, envelope.KeyValue{Column: "sku", Value: json.RawMessage(`"x"`)})
 			return o
 		}(), want: ErrBadKey},
 		{name: "null key", op: func() Op {
 			o := upsert("u", "p0", 1).col("views", envelope.MergeAdd, 1).op()
-			o.View.Key["user"] = json.RawMessage(`null`)
+			o.View.Key[0].Value = json.RawMessage(`null`)
 			return o
 		}(), want: ErrBadKey},
 	}
@@ -394,7 +394,7 @@ func TestFoldMatchesReferenceSemantics(t *testing.T) {
 	ref := memview.New()
 	ops := generateOps(rand.New(rand.NewPCG(1, 2)), 2000, 20, []string{"p0", "p1", "p2"})
 	for _, op := range ops {
-		if err := ref.Apply(op.View); err != nil {
+		if err := ref.Apply(op.View.ViewOp()); err != nil {
 			t.Fatal(err)
 		}
 	}

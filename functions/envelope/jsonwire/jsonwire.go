@@ -177,6 +177,16 @@ func (r *Reader) Raw() []byte {
 	return r.data[start:r.pos]
 }
 
+// Value is Raw that also reports whether the value is a string whose
+// content is plain (as String reports it): raw[1:len(raw)-1] is then the
+// string, with no need to look at it again.
+func (r *Reader) Value() (raw []byte, plain bool) {
+	if r.peek() != '"' {
+		return r.Raw(), false
+	}
+	return r.String()
+}
+
 // Skip reads any value, checking its syntax.
 func (r *Reader) Skip() { r.Raw() }
 
