@@ -11,14 +11,12 @@
 package event
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/foldline/foldline/functions/envelope/jsonwire"
 )
@@ -184,6 +182,9 @@ var fieldNames = [numFields]string{"id", "type", "user", "time", "url", "sku", "
 // value, nil when absent.
 type fields struct {
 	raw [numFields][]byte
+	// plain marks the members whose value is a string token without
+	// escapes and of valid UTF-8 (jsonwire's plain), as the scan found.
+	plain [numFields]bool
 	// data is the scanned payload and copy a copy of it that plain strings
 	// are cut from; both are empty when encoding/json read the payload.
 	data []byte
@@ -208,7 +209,7 @@ func scanObject(data []byte) (o fields, ok bool) {
 			return o, false
 		}
 		if i := fieldIndex(name); i >= 0 {
-			o.raw[i] = r.Raw()
+			o.raw[i], o.plain[i] = r.Value()
 		} else {
 			r.Skip()
 		}
@@ -221,14 +222,43 @@ func scanObject(data []byte) (o fields, ok bool) {
 }
 
 // fieldIndex returns the index of the member with the name, -1 for one that
-// events do not have.
+// events do not have: a guess by length and first letters, then one
+// comparison.
 func fieldIndex(name []byte) int {
-	for i, n := range fieldNames {
-		if string(name) == n {
-			return i
+	i := -1
+	switch len(name) {
+	case 2:
+		i = fieldID
+	case 3:
+		switch name[0] {
+		case 'u':
+			i = fieldURL
+		case 's':
+			i = fieldSKU
+		case 'q':
+			i = fieldQty
 		}
+	case 4:
+		i = fieldType
+		switch name[0] {
+		case 'u':
+			i = fieldUser
+		case 't':
+			if name[1] == 'i' {
+				i = fieldTime
+			}
+		}
+	case 5:
+		i = fieldOrder
+	case 11:
+		i = fieldPriceCents
+	case 12:
+		i = fieldAmountCents
 	}
-	return -1
+	if i < 0 || string(name) != fieldNames[i] {
+		return -1
+	}
+	return i
 }
 
 // decodeObject reads an event's members with encoding/json.
@@ -257,9 +287,10 @@ func (o *fields) value(i int) ([]byte, error) {
 	return v, nil
 }
 
-// str decodes a member's JSON string; ok is false when it is not a string.
-func (o *fields) str(v []byte) (string, bool) {
-	if o.copy != "" && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+// str decodes member i's JSON string v; ok is false when it is not a
+// string.
+func (o *fields) str(i int, v []byte) (string, bool) {
+	if o.copy != "" && o.plain[i] {
 		off := cap(o.data) - cap(v) // v lies in data
 		return o.copy[off+1 : off+len(v)-1], true
 	}
@@ -282,7 +313,7 @@ func (o *fields) text(i int) (string, error) {
 	if len(v) > 6*limit+2 {
 		return "", &FieldError{Field: fieldNames[i], Problem: fmt.Sprintf("longer than %d bytes", limit)}
 	}
-	s, ok := o.str(v)
+	s, ok := o.str(i, v)
 	if !ok {
 		return "", &FieldError{Field: fieldNames[i], Problem: "must be a string"}
 	}
@@ -305,7 +336,7 @@ func (o *fields) time(i int) (time.Time, error) {
 	if t, ok := jsonwire.Time(v); ok { // the canonical form, in UTC
 		return t, nil
 	}
-	s, ok := o.str(v)
+	s, ok := o.str(i, v)
 	if !ok {
 		return time.Time{}, &FieldError{Field: field, Problem: "must be a string"}
 	}
