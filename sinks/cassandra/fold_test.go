@@ -335,6 +335,36 @@ func TestCoalesceKeepsRowsAndOrder(t *testing.T) {
 	}
 }
 
+// A batch decodes each row's key once, by its JSON, yet a key spelt
+// otherwise is the same row, and a bad key is refused every time.
+func TestGroupDecodesEachKeyOnce(t *testing.T) {
+	a := &Applier{view: mustCompile(t, testSchema("ks"))}
+	raws := []string{`"a"`, `"\u0061"`, `"a"`, `null`, `"b"`, `null`, `"a"`}
+	var ops []Op
+	for i, raw := range raws {
+		op := upsert("x", "p0", int64(i+1)).col("views", envelope.MergeAdd, 1).op()
+		op.View.Key[0].Value = json.RawMessage(raw)
+		ops = append(ops, op)
+	}
+	p, groups := a.group(ops)
+	var got []string
+	for _, g := range groups {
+		var idx []string
+		for _, op := range g.ops {
+			idx = append(idx, fmt.Sprint(op.index))
+		}
+		got = append(got, fmt.Sprintf("%v:%s", g.key[0], strings.Join(idx, ",")))
+	}
+	if want := "a:0,1,2,6 b:4"; strings.Join(got, " ") != want {
+		t.Errorf("groups = %s, want %s", strings.Join(got, " "), want)
+	}
+	for i, err := range p.res.Errs {
+		if wantErr := raws[i] == "null"; wantErr != errors.Is(err, ErrBadKey) {
+			t.Errorf("operation %d (key %s): error %v", i, raws[i], err)
+		}
+	}
+}
+
 func TestDiffWritesOnlyWhatChanged(t *testing.T) {
 	v := mustCompile(t, testSchema("ks"))
 	before := foldAll(t, v, []Op{upsert("u", "p0", 1).col("views", envelope.MergeAdd, 1).col("url", envelope.MergeSet, "/a").op()})[rowKeyOf(t, v, "u")]
