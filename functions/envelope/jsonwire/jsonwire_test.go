@@ -1,8 +1,12 @@
 package jsonwire
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math/rand/v2"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 var samples = []string{"", "plain", "\"\\/\b\f\n\r\t\x00\x1f\x7f", "<a&b>", "é😀", "\u2028\u2029", "\xff", "a\xe2\x80", "\xed\xa0\x80", " ", "1", "true", "null", "-0.5e+3", "01", "{}", "[1]", `"x"`}
@@ -82,4 +86,62 @@ func mustMarshal(t *testing.T, s string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// The eight-byte tests agree with the byte tables on every byte value at
+// every place among plain neighbours, and on random words.
+func TestWordTestsAgreeWithTables(t *testing.T) {
+	check := func(w [8]byte) {
+		plain, safe := true, true
+		for _, c := range w {
+			plain = plain && plainASCII[c]
+			safe = safe && c < utf8.RuneSelf && safeSet[c]
+		}
+		x := binary.LittleEndian.Uint64(w[:])
+		if plainWord(x) != plain || safeWord(x) != safe || safeWord(word8(string(w[:]), 0)) != safe {
+			t.Fatalf("%q: plainWord %v safeWord %v, want %v %v", w, plainWord(x), safeWord(x), plain, safe)
+		}
+	}
+	for place := range 8 {
+		for c := range 256 {
+			w := [8]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'}
+			w[place] = byte(c)
+			check(w)
+			w[(place+3)%8] = 0xff
+			check(w)
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100000 {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], rng.Uint64())
+		check(w)
+		for i := range w { // mostly printable ASCII, as real strings are
+			if rng.IntN(4) > 0 {
+				w[i] = byte(0x20 + rng.IntN(0x60))
+			}
+		}
+		check(w)
+	}
+}
+
+// Strings longer than a word, with the byte to escape or stop at anywhere.
+func TestLongStrings(t *testing.T) {
+	for _, special := range []string{`"`, `\\`, "<", ">", "&", "\n", "\x00", "é", "\u2028", "\xff"} {
+		for n := range 20 {
+			s := strings.Repeat("x", n) + special + strings.Repeat("y", 19-n)
+			want, _ := json.Marshal(s)
+			if got := AppendString(nil, s); string(got) != string(want) {
+				t.Errorf("AppendString(%q) = %s, want %s", s, got, want)
+			}
+			r := NewReader(want)
+			tok, plain := r.String()
+			if !r.Done() || string(tok) != string(want) {
+				t.Errorf("reading %s: token %s", want, tok)
+			}
+			if wantPlain := !strings.ContainsAny(string(want[1:len(want)-1]), `\`); plain != wantPlain {
+				t.Errorf("reading %s: plain %v, want %v", want, plain, wantPlain)
+			}
+		}
+	}
 }
