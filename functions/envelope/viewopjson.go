@@ -153,6 +153,33 @@ var (
 	columnFields = []field{{"column", fieldColumn}, {"merge", fieldMerge}, {"value", fieldValue}}
 )
 
+// failed is nextField's answer for a member name that fieldOf gives up on.
+const failed = ^uint(0)
+
+// nextField reads the next member name of an object and returns the bit of
+// its field (fieldOf), failed when fieldOf gives up, and ok false at the
+// object's end. The first of fields not yet seen is tried first: in the
+// order the fields are listed, which is the order AppendJSON writes them,
+// a usual payload's names are compared and not read.
+func (d *opDecoder) nextField(fields []field, seen uint) (bit uint, ok bool) {
+	for _, f := range fields {
+		if seen&f.bit == 0 {
+			if d.r.NextKeyIs(f.name) {
+				return f.bit, true
+			}
+			break
+		}
+	}
+	name, plain, more := d.r.NextKey()
+	if !more {
+		return 0, false
+	}
+	if bit, ok := fieldOf(name, plain, fields); ok {
+		return bit, true
+	}
+	return failed, true
+}
+
 // fieldOf returns the bit of the field a member name selects, 0 for an
 // unknown member (encoding/json skips it), and ok false for a name that
 // encoding/json matches case-insensitively, or might (escaped or not ASCII).
@@ -230,12 +257,11 @@ func decodeRowOp(payload []byte, aliasRaw bool) (op RowOp, ok bool) {
 	}
 	var seen uint
 	for {
-		name, plain, more := r.NextKey()
-		if !more {
+		bit, ok := d.nextField(opFields, seen)
+		if !ok {
 			break
 		}
-		bit, ok := fieldOf(name, plain, opFields)
-		if !ok || seen&bit != 0 {
+		if bit == failed || seen&bit != 0 {
 			return RowOp{}, false
 		}
 		seen |= bit
@@ -342,12 +368,11 @@ func (d *opDecoder) columns() []ColumnOp {
 			}
 			var seen uint
 			for {
-				name, plain, more := r.NextKey()
-				if !more {
+				bit, ok := d.nextField(columnFields, seen)
+				if !ok {
 					break
 				}
-				bit, ok := fieldOf(name, plain, columnFields)
-				if !ok || seen&bit != 0 {
+				if bit == failed || seen&bit != 0 {
 					r.Fail()
 					return nil
 				}

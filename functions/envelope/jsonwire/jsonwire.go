@@ -13,7 +13,6 @@
 package jsonwire
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"time"
 	"unicode/utf8"
@@ -120,6 +119,32 @@ func (r *Reader) NextKey() (key []byte, plain, ok bool) {
 	}
 	r.pos++
 	return key, plain, !r.failed
+}
+
+// NextKeyIs is NextKey when the next member is named name (plain, with no
+// need of escapes) and written without whitespace, as a canonical writer
+// writes it: it then consumes the name and its colon and returns true.
+// Otherwise it consumes nothing and returns false, and NextKey reads on. A
+// reader that expects the members in a usual order thus skips the general
+// reading of their names.
+func (r *Reader) NextKeyIs(name string) bool {
+	if r.failed {
+		return false
+	}
+	i := r.pos
+	if !r.first {
+		if i >= len(r.data) || r.data[i] != ',' {
+			return false
+		}
+		i++
+	}
+	n := len(name)
+	if len(r.data)-i < n+3 || r.data[i] != '"' || string(r.data[i+1:i+1+n]) != name || r.data[i+1+n] != '"' || r.data[i+2+n] != ':' {
+		return false
+	}
+	r.pos = i + n + 3
+	r.first = false
+	return true
 }
 
 // NextElement moves to the next element of the array opened by Array. It
@@ -317,12 +342,8 @@ func digits(d []byte, i int) int {
 func (r *Reader) str() (content []byte, plain bool) {
 	d := r.data
 	start := r.pos + 1
-	// The common case first: plain ASCII up to the closing quote, eight
-	// bytes at a time while they are.
+	// The common case first: plain ASCII up to the closing quote.
 	i := start
-	for i+8 <= len(d) && plainWord(binary.LittleEndian.Uint64(d[i:])) {
-		i += 8
-	}
 	for i < len(d) && plainASCII[d[i]] {
 		i++
 	}
@@ -371,33 +392,6 @@ func (r *Reader) str() (content []byte, plain bool) {
 	return nil, false
 }
 
-// SWAR tests of eight bytes at once, by the tests for a zero byte of "Bit
-// Twiddling Hacks": they answer exactly whether there is one, which is all
-// that is asked of them.
-const ones, highs = 0x0101010101010101, 0x8080808080808080
-
-// zeroByte is non-zero when one of the bytes of x is 0.
-func zeroByte(x uint64) uint64 { return (x - ones) &^ x & highs }
-
-// plainWord reports whether the eight bytes of x (little-endian) stand for
-// themselves in a JSON string and are ASCII: plainASCII of each.
-func plainWord(x uint64) bool {
-	controlOrHigh := ((x-ones*0x20)&^x | x) & highs // a byte below 0x20, or of 0x80 and up
-	return controlOrHigh|zeroByte(x^ones*'"')|zeroByte(x^ones*'\\') == 0
-}
-
-// safeWord reports whether AppendString writes the eight bytes of x as
-// they are: safeSet of each.
-func safeWord(x uint64) bool {
-	return plainWord(x) && zeroByte(x^ones*'<')|zeroByte(x^ones*'>')|zeroByte(x^ones*'&') == 0
-}
-
-// word8 reads eight bytes of s from i on, little-endian.
-func word8(s string, i int) uint64 {
-	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-}
-
 // plainASCII says which bytes stand for themselves in a JSON string and
 // are ASCII: all but controls, '"', '\\' and the bytes of multi-byte UTF-8.
 var plainASCII = func() (set [256]bool) {
@@ -429,10 +423,6 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if i+8 <= len(s) && safeWord(word8(s, i)) {
-			i += 8
-			continue
-		}
 		if c := s[i]; c < utf8.RuneSelf {
 			if safeSet[c] {
 				i++

@@ -1,12 +1,9 @@
 package jsonwire
 
 import (
-	"encoding/binary"
 	"encoding/json"
-	"math/rand/v2"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 var samples = []string{"", "plain", "\"\\/\b\f\n\r\t\x00\x1f\x7f", "<a&b>", "é😀", "\u2028\u2029", "\xff", "a\xe2\x80", "\xed\xa0\x80", " ", "1", "true", "null", "-0.5e+3", "01", "{}", "[1]", `"x"`}
@@ -88,44 +85,7 @@ func mustMarshal(t *testing.T, s string) string {
 	return string(b)
 }
 
-// The eight-byte tests agree with the byte tables on every byte value at
-// every place among plain neighbours, and on random words.
-func TestWordTestsAgreeWithTables(t *testing.T) {
-	check := func(w [8]byte) {
-		plain, safe := true, true
-		for _, c := range w {
-			plain = plain && plainASCII[c]
-			safe = safe && c < utf8.RuneSelf && safeSet[c]
-		}
-		x := binary.LittleEndian.Uint64(w[:])
-		if plainWord(x) != plain || safeWord(x) != safe || safeWord(word8(string(w[:]), 0)) != safe {
-			t.Fatalf("%q: plainWord %v safeWord %v, want %v %v", w, plainWord(x), safeWord(x), plain, safe)
-		}
-	}
-	for place := range 8 {
-		for c := range 256 {
-			w := [8]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'}
-			w[place] = byte(c)
-			check(w)
-			w[(place+3)%8] = 0xff
-			check(w)
-		}
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 100000 {
-		var w [8]byte
-		binary.LittleEndian.PutUint64(w[:], rng.Uint64())
-		check(w)
-		for i := range w { // mostly printable ASCII, as real strings are
-			if rng.IntN(4) > 0 {
-				w[i] = byte(0x20 + rng.IntN(0x60))
-			}
-		}
-		check(w)
-	}
-}
-
-// Strings longer than a word, with the byte to escape or stop at anywhere.
+// Strings with the byte to escape or stop at anywhere.
 func TestLongStrings(t *testing.T) {
 	for _, special := range []string{`"`, `\\`, "<", ">", "&", "\n", "\x00", "é", "\u2028", "\xff"} {
 		for n := range 20 {
@@ -143,5 +103,42 @@ func TestLongStrings(t *testing.T) {
 				t.Errorf("reading %s: plain %v, want %v", want, plain, wantPlain)
 			}
 		}
+	}
+}
+
+// NextKeyIs takes a member only when NextKey would read that name, and
+// otherwise leaves the reader as it was; it takes the canonical spelling.
+func TestNextKeyIs(t *testing.T) {
+	objects := []string{`{"a":1,"bb":2}`, `{ "a":1}`, `{"a" :1}`, `{"a":1 ,"bb":2}`, `{"\u0061":1}`, `{"a":1,"a":2}`,
+		`{"ab":1}`, `{"a`, `{"a"`, `{"a":`, `{}`, `{"a":1,}`, `{"bb":{"a":1},"a":[]}`}
+	for _, obj := range objects {
+		for _, guess := range []string{"a", "bb", "ab"} {
+			want, got := NewReader([]byte(obj)), NewReader([]byte(obj))
+			want.Object()
+			got.Object()
+			for step := 0; ; step++ {
+				name, _, more := want.NextKey()
+				if got.NextKeyIs(guess) {
+					if !more || string(name) != guess {
+						t.Fatalf("%s: NextKeyIs(%q) took a member NextKey reads as %q, %v", obj, guess, name, more)
+					}
+				} else if gotName, _, gotMore := got.NextKey(); string(gotName) != string(name) || gotMore != more {
+					t.Fatalf("%s: after NextKeyIs(%q) refused, NextKey reads %q, %v; want %q, %v", obj, guess, gotName, gotMore, name, more)
+				}
+				if !more {
+					break
+				}
+				want.Skip()
+				got.Skip()
+				if want.pos != got.pos || want.failed != got.failed {
+					t.Fatalf("%s, guessing %q: readers apart at step %d", obj, guess, step)
+				}
+			}
+		}
+	}
+	r := NewReader([]byte(`{"a":1,"bb":2}`))
+	r.Object()
+	if !r.NextKeyIs("a") || r.Raw() == nil || r.NextKeyIs("a") || !r.NextKeyIs("bb") {
+		t.Errorf("NextKeyIs refused a canonical member of %s", r.data)
 	}
 }

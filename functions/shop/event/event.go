@@ -200,25 +200,64 @@ func scanObject(data []byte) (o fields, ok bool) {
 	if !r.Object() {
 		return o, false
 	}
-	for {
-		name, plain, more := r.NextKey()
-		if !more {
-			break
-		}
-		if !plain {
-			return o, false
-		}
-		if i := fieldIndex(name); i >= 0 {
-			o.raw[i], o.plain[i] = r.Value()
+	for next := fieldID; ; {
+		// The member the canonical form has next is tried first.
+		i := -1
+		if next >= 0 && r.NextKeyIs(fieldNames[next]) {
+			i = next
 		} else {
-			r.Skip()
+			name, plain, more := r.NextKey()
+			if !more {
+				break
+			}
+			if !plain {
+				return o, false
+			}
+			i = fieldIndex(name)
 		}
+		if i < 0 {
+			r.Skip()
+			next = -1
+			continue
+		}
+		o.raw[i], o.plain[i] = r.Value()
+		next = o.canonicalAfter(i)
 	}
 	if !r.Done() {
 		return o, false
 	}
 	o.data, o.copy = data, string(data)
 	return o, true
+}
+
+// canonicalAfter is the member that follows member i in the canonical
+// form (AppendJSON) of the event scanned so far, -1 for none.
+func (o *fields) canonicalAfter(i int) int {
+	switch i {
+	case fieldID, fieldType, fieldUser:
+		return i + 1
+	case fieldTime:
+		switch string(o.raw[fieldType]) {
+		case `"page_view"`:
+			return fieldURL
+		case `"add_to_cart"`:
+			return fieldSKU
+		case `"purchase"`, `"refund"`:
+			return fieldOrder
+		}
+	case fieldSKU:
+		return fieldQty
+	case fieldQty:
+		if string(o.raw[fieldType]) == `"purchase"` {
+			return fieldPriceCents
+		}
+	case fieldOrder:
+		if string(o.raw[fieldType]) == `"purchase"` {
+			return fieldSKU
+		}
+		return fieldAmountCents
+	}
+	return -1
 }
 
 // fieldIndex returns the index of the member with the name, -1 for one that
