@@ -212,7 +212,7 @@ func timeFloor(b *testing.B, s *shop, ledger string, n int, pids map[string]int)
 				b.Fatalf("user-activity refused a valid event: %v", err)
 			}
 			for _, o := range ops {
-				op, err := envelope.DecodeViewOp(o.Payload)
+				op, err := envelope.DecodeRowOp(o.Payload)
 				if err != nil {
 					b.Fatalf("decoding a view operation: %v", err)
 				}

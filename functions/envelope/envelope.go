@@ -7,9 +7,10 @@
 // payload format; the runtime copies it from input to output unless a handler
 // sets it explicitly.
 //
-// A view operation travels as JSON. DecodeViewOp and ViewOp.AppendJSON read
-// and write it by hand, without reflection, yet exactly as encoding/json
-// would; they hand encoding/json the inputs they do not handle themselves.
+// A view operation travels as JSON. DecodeViewOp (DecodeRowOp for the sink,
+// without the key's map) and ViewOp.AppendJSON read and write it by hand,
+// without reflection, yet exactly as encoding/json would; they hand
+// encoding/json the inputs they do not handle themselves.
 package envelope
 
 import (

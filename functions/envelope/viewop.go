@@ -3,6 +3,8 @@ package envelope
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -145,15 +147,75 @@ func (op RowOp) Validate() error {
 // same result, same error text), by a hand-written reader for the usual
 // payloads and encoding/json itself for the rest.
 func DecodeViewOp(payload []byte) (ViewOp, error) {
-	op, ok := decodeViewOp(payload)
+	op, ok := decodeRowOp(payload, false)
 	if !ok {
-		op = ViewOp{}
-		if err := json.Unmarshal(payload, &op); err != nil {
-			return ViewOp{}, fmt.Errorf("decoding view operation: %w", err)
+		return decodeViewOpJSON(payload)
+	}
+	if err := op.Validate(); err != nil {
+		return ViewOp{}, err
+	}
+	return op.ViewOp(), nil
+}
+
+// DecodeRowOp is DecodeViewOp returning the operation as a RowOp (its key
+// sorted, a member named twice in the key taken last, as encoding/json
+// keeps the last), without building the key's map: what the sink binds.
+// Same accepted inputs, same error text, and DecodeRowOp(p).ViewOp()
+// equals DecodeViewOp(p). Unlike DecodeViewOp's, the operation's raw values
+// may be payload's own bytes: payload must not change while it is in use.
+func DecodeRowOp(payload []byte) (RowOp, error) {
+	op, ok := decodeRowOp(payload, true)
+	if !ok {
+		vo, err := decodeViewOpJSON(payload)
+		if err != nil {
+			return RowOp{}, err
 		}
+		return vo.RowOp(), nil
+	}
+	if err := op.Validate(); err != nil {
+		return RowOp{}, err
+	}
+	return op, nil
+}
+
+// decodeViewOpJSON is DecodeViewOp by encoding/json, for the payloads the
+// hand-written reader leaves to it.
+func decodeViewOpJSON(payload []byte) (ViewOp, error) {
+	var op ViewOp
+	if err := json.Unmarshal(payload, &op); err != nil {
+		return ViewOp{}, fmt.Errorf("decoding view operation: %w", err)
 	}
 	if err := op.Validate(); err != nil {
 		return ViewOp{}, err
 	}
 	return op, nil
+}
+
+// RowOp returns the operation as a RowOp, its key sorted by column.
+func (op ViewOp) RowOp() RowOp {
+	var key []KeyValue
+	if op.Key != nil {
+		key = sortedKey(make([]KeyValue, 0, len(op.Key)), op.Key)
+	}
+	return RowOp{View: op.View, Key: key, Kind: op.Kind, EventTime: op.EventTime, Columns: op.Columns}
+}
+
+// sortedKey appends the key's columns to dst, sorted by name.
+func sortedKey(dst []KeyValue, key map[string]json.RawMessage) []KeyValue {
+	for col, v := range key {
+		dst = append(dst, KeyValue{Column: col, Value: v})
+	}
+	slices.SortFunc(dst, func(x, y KeyValue) int { return strings.Compare(x.Column, y.Column) })
+	return dst
+}
+
+// Value returns the value of the key column, and false when the key has
+// no such column.
+func (op RowOp) Value(column string) (json.RawMessage, bool) {
+	for _, k := range op.Key {
+		if k.Column == column {
+			return k.Value, true
+		}
+	}
+	return nil, false
 }

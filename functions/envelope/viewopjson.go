@@ -3,8 +3,11 @@ package envelope
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/foldline/foldline/functions/envelope/jsonwire"
 )
@@ -24,12 +27,8 @@ func (op ViewOp) AppendJSON(b []byte) ([]byte, error) {
 	var buf [4]KeyValue
 	var key []KeyValue
 	if op.Key != nil {
-		key = buf[:0]
+		key = sortedKey(buf[:0], op.Key)
 	}
-	for col, v := range op.Key {
-		key = append(key, KeyValue{Column: col, Value: v})
-	}
-	slices.SortFunc(key, func(x, y KeyValue) int { return strings.Compare(x.Column, y.Column) })
 	return RowOp{View: op.View, Key: key, Kind: op.Kind, EventTime: op.EventTime, Columns: op.Columns}.AppendJSON(b)
 }
 
@@ -154,6 +153,33 @@ var (
 	columnFields = []field{{"column", fieldColumn}, {"merge", fieldMerge}, {"value", fieldValue}}
 )
 
+// failed is nextField's answer for a member name that fieldOf gives up on.
+const failed = ^uint(0)
+
+// nextField reads the next member name of an object and returns the bit of
+// its field (fieldOf), failed when fieldOf gives up, and ok false at the
+// object's end. The first of fields not yet seen is tried first: in the
+// order the fields are listed, which is the order AppendJSON writes them,
+// a usual payload's names are compared and not read.
+func (d *opDecoder) nextField(fields []field, seen uint) (bit uint, ok bool) {
+	for _, f := range fields {
+		if seen&f.bit == 0 {
+			if d.r.NextKeyIs(f.name) {
+				return f.bit, true
+			}
+			break
+		}
+	}
+	name, plain, more := d.r.NextKey()
+	if !more {
+		return 0, false
+	}
+	if bit, ok := fieldOf(name, plain, fields); ok {
+		return bit, true
+	}
+	return failed, true
+}
+
 // fieldOf returns the bit of the field a member name selects, 0 for an
 // unknown member (encoding/json skips it), and ok false for a name that
 // encoding/json matches case-insensitively, or might (escaped or not ASCII).
@@ -198,33 +224,45 @@ func lower(c byte) byte {
 	return c
 }
 
-// opDecoder reads one payload. Strings are cut from one copy of the payload
-// and raw values from another, so a decoded operation costs a few
-// allocations whatever its size.
+// opDecoder reads one payload. The strings of a payload are names (of the
+// view and its columns), which come from the names the process has seen
+// (knownNames) or else are cut from one copy of the payload; raw values are
+// cut from another copy, or from the payload itself when aliasRaw; the key
+// and columns come from one rowOpArrays while they fit. So a decoded
+// operation costs a few allocations whatever its size, and a usual one
+// costs one.
 type opDecoder struct {
-	payload []byte
-	r       jsonwire.Reader
-	text    string
-	raws    []byte
+	payload  []byte
+	r        jsonwire.Reader
+	text     string
+	raws     []byte
+	aliasRaw bool
+	arrays   *rowOpArrays
 }
 
-// decodeViewOp reads payload as json.Unmarshal reads it into a ViewOp; ok is
-// false when it leaves the payload to encoding/json.
-func decodeViewOp(payload []byte) (op ViewOp, ok bool) {
-	d := opDecoder{payload: payload, r: jsonwire.NewReader(payload)}
+// rowOpArrays holds the key and the columns of a usual operation.
+type rowOpArrays struct {
+	key     [2]KeyValue
+	columns [4]ColumnOp
+}
+
+// decodeRowOp reads payload as json.Unmarshal reads it into a ViewOp, the
+// key as RowOp holds it; ok is false when it leaves the payload to
+// encoding/json.
+func decodeRowOp(payload []byte, aliasRaw bool) (op RowOp, ok bool) {
+	d := opDecoder{payload: payload, r: jsonwire.NewReader(payload), aliasRaw: aliasRaw}
 	r := &d.r
 	if !r.Object() {
-		return ViewOp{}, false
+		return RowOp{}, false
 	}
 	var seen uint
 	for {
-		name, plain, more := r.NextKey()
-		if !more {
+		bit, ok := d.nextField(opFields, seen)
+		if !ok {
 			break
 		}
-		bit, ok := fieldOf(name, plain, opFields)
-		if !ok || seen&bit != 0 {
-			return ViewOp{}, false
+		if bit == failed || seen&bit != 0 {
+			return RowOp{}, false
 		}
 		seen |= bit
 		switch bit {
@@ -233,7 +271,7 @@ func decodeViewOp(payload []byte) (op ViewOp, ok bool) {
 		case fieldView:
 			op.View = d.string()
 		case fieldOp:
-			op.Kind = OpKind(d.string())
+			op.Kind = OpKind(d.name(opKinds))
 		case fieldTime:
 			tok := r.Raw()
 			if t, ok := jsonwire.Time(tok); ok {
@@ -247,17 +285,33 @@ func decodeViewOp(payload []byte) (op ViewOp, ok bool) {
 			op.Columns = d.columns()
 		}
 		if r.Failed() {
-			return ViewOp{}, false
+			return RowOp{}, false
 		}
 	}
 	if !r.Done() {
-		return ViewOp{}, false
+		return RowOp{}, false
 	}
 	return op, true
 }
 
-// key reads the key object; null is a nil map.
-func (d *opDecoder) key() map[string]json.RawMessage {
+// opKinds and merges are the values of the op and merge members, which
+// name reads without copying them.
+var (
+	opKinds = []string{string(OpApply), string(OpDelete)}
+	merges  = []string{string(MergeAdd), string(MergeMax), string(MergeSet), string(MergeLatest), string(MergeMin)}
+)
+
+// arr returns the decoder's arrays, allocated at first use.
+func (d *opDecoder) arr() *rowOpArrays {
+	if d.arrays == nil {
+		d.arrays = new(rowOpArrays)
+	}
+	return d.arrays
+}
+
+// key reads the key object, sorted by column, the last of a column named
+// twice kept; null is nil.
+func (d *opDecoder) key() []KeyValue {
 	r := &d.r
 	if r.Null() {
 		return nil
@@ -266,15 +320,32 @@ func (d *opDecoder) key() map[string]json.RawMessage {
 		r.Fail()
 		return nil
 	}
-	key := make(map[string]json.RawMessage, 1)
+	key := d.arr().key[:0]
+	sorted := true
 	for {
 		name, plain, more := r.NextKey()
 		if !more {
-			return key
+			break
 		}
 		col := d.cut(name, plain)
-		key[col] = d.raw()
+		if n := len(key); n > 0 && key[n-1].Column >= col {
+			sorted = false
+		}
+		key = append(key, KeyValue{Column: col, Value: d.raw()})
 	}
+	if !sorted {
+		// Stable, so that of equal columns the last stays last.
+		slices.SortStableFunc(key, func(x, y KeyValue) int { return strings.Compare(x.Column, y.Column) })
+		out := key[:0]
+		for i, k := range key {
+			if i+1 < len(key) && key[i+1].Column == k.Column {
+				continue
+			}
+			out = append(out, k)
+		}
+		key = out
+	}
+	return key
 }
 
 // columns reads the columns array; null is a nil slice, [] an empty one.
@@ -287,7 +358,7 @@ func (d *opDecoder) columns() []ColumnOp {
 		r.Fail()
 		return nil
 	}
-	cols := make([]ColumnOp, 0, 4)
+	cols := d.arr().columns[:0]
 	for r.NextElement() {
 		var c ColumnOp
 		if !r.Null() { // a null element leaves the column zero
@@ -297,12 +368,11 @@ func (d *opDecoder) columns() []ColumnOp {
 			}
 			var seen uint
 			for {
-				name, plain, more := r.NextKey()
-				if !more {
+				bit, ok := d.nextField(columnFields, seen)
+				if !ok {
 					break
 				}
-				bit, ok := fieldOf(name, plain, columnFields)
-				if !ok || seen&bit != 0 {
+				if bit == failed || seen&bit != 0 {
 					r.Fail()
 					return nil
 				}
@@ -313,7 +383,7 @@ func (d *opDecoder) columns() []ColumnOp {
 				case fieldColumn:
 					c.Column = d.string()
 				case fieldMerge:
-					c.Merge = Merge(d.string())
+					c.Merge = Merge(d.name(merges))
 				case fieldValue:
 					c.Value = d.raw()
 				}
@@ -322,6 +392,26 @@ func (d *opDecoder) columns() []ColumnOp {
 		cols = append(cols, c)
 	}
 	return cols
+}
+
+// name reads a string member as string does, returning the one of names
+// it equals rather than a copy.
+func (d *opDecoder) name(names []string) string {
+	if d.r.Null() {
+		return ""
+	}
+	tok, plain := d.r.String()
+	if d.r.Failed() {
+		return ""
+	}
+	if plain {
+		for _, n := range names {
+			if string(tok[1:len(tok)-1]) == n {
+				return n
+			}
+		}
+	}
+	return d.cut(tok[1:len(tok)-1], plain)
 }
 
 // string reads a string member; null leaves it empty, as encoding/json
@@ -347,10 +437,15 @@ func (d *opDecoder) cut(s []byte, plain bool) string {
 		}
 		return v
 	}
+	if name, ok := knownNames.lookup(s); ok {
+		return name
+	}
 	if d.text == "" {
 		d.text = string(d.payload)
 	}
-	return d.text[off : off+len(s)]
+	name := d.text[off : off+len(s)]
+	knownNames.add(name)
+	return name
 }
 
 // raw reads a value as a json.RawMessage of its own (capped, so appending to
@@ -360,9 +455,58 @@ func (d *opDecoder) raw() json.RawMessage {
 	if d.r.Failed() {
 		return nil
 	}
+	off := cap(d.payload) - cap(v)
+	if d.aliasRaw {
+		return d.payload[off : off+len(v) : off+len(v)]
+	}
 	if d.raws == nil {
 		d.raws = bytes.Clone(d.payload)
 	}
-	off := cap(d.payload) - cap(v)
 	return d.raws[off : off+len(v) : off+len(v)]
+}
+
+// knownNames are the names that decoded operations held: a pipeline's
+// views and columns are few and come again in every operation.
+var knownNames = newNameTable(1024)
+
+// nameTable is a set of strings that lookups read without a lock and that
+// grows, by copying, up to a limit: for a small set read far more often
+// than it changes. Safe for concurrent use.
+type nameTable struct {
+	names atomic.Pointer[map[string]string]
+	mu    sync.Mutex
+	limit int
+}
+
+// Names longer than maxNameBytes are not kept.
+const maxNameBytes = 64
+
+func newNameTable(limit int) *nameTable {
+	t := &nameTable{limit: limit}
+	t.names.Store(&map[string]string{})
+	return t
+}
+
+// lookup returns the name that b spells, when the table holds it.
+func (t *nameTable) lookup(b []byte) (string, bool) {
+	name, ok := (*t.names.Load())[string(b)] // no allocation: the compiler reads b in place
+	return name, ok
+}
+
+// add keeps a copy of name, unless the table is full or the name long.
+func (t *nameTable) add(name string) {
+	if len(name) > maxNameBytes {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.names.Load()
+	if _, ok := old[name]; ok || len(old) >= t.limit {
+		return
+	}
+	names := make(map[string]string, len(old)+1)
+	maps.Copy(names, old)
+	name = strings.Clone(name) // not the payload's copy, which it would keep alive
+	names[name] = name
+	t.names.Store(&names)
 }

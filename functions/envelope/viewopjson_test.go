@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,9 +36,16 @@ func checkDecode(t *testing.T, payload []byte) {
 	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
 		t.Fatalf("DecodeViewOp(%q)\n got  %#v, %v\n want %#v, %v", payload, got, gotErr, want, wantErr)
 	}
-	if fast, ok := decodeViewOp(payload); ok {
+	row, rowErr := DecodeRowOp(payload)
+	if fmt.Sprint(rowErr) != fmt.Sprint(wantErr) || rowErr == nil && !reflect.DeepEqual(row.ViewOp(), want) {
+		t.Fatalf("DecodeRowOp(%q)\n got  %#v, %v\n want %#v, %v", payload, row, rowErr, want, wantErr)
+	}
+	if rowErr == nil && !slices.IsSortedFunc(row.Key, func(x, y KeyValue) int { return strings.Compare(x.Column, y.Column) }) {
+		t.Fatalf("DecodeRowOp(%q) key %v is not sorted", payload, row.Key)
+	}
+	if fast, ok := decodeRowOp(payload, true); ok {
 		var ref ViewOp
-		if err := json.Unmarshal(payload, &ref); err != nil || !reflect.DeepEqual(fast, ref) {
+		if err := json.Unmarshal(payload, &ref); err != nil || !reflect.DeepEqual(fast.ViewOp(), ref) {
 			t.Fatalf("fast path took %q as %#v; json.Unmarshal gives %#v, %v", payload, fast, ref, err)
 		}
 	}
@@ -80,6 +88,9 @@ func TestDecodeViewOpEdgeCases(t *testing.T) {
 		`{"view":"v","key":{"k":null},"op":"delete"}`,
 		`{"view":"v","key":{"k":{"a": [1, 2 ,{}]}},"op":"delete"}`,
 		`{"view":"v","key":{"k":1,"k":2},"op":"delete"}`,
+		`{"view":"v","key":{"b":1,"a":2,"b":3,"c":4,"a":5},"op":"delete"}`,
+		`{"view":"v","key":{"c":1,"b":2,"a":3},"op":"delete"}`,
+		`{"view":"v","key":{"k":1},"op":"apply","columns":[{"column":"c","merge":"latest","value":1},{"column":"d","merge":"min","value":1},{"column":"e","merge":"set","value":1},{"column":"f","merge":"max","value":1},{"column":"g","merge":"add","value":1}]}`,
 		`{"view":"v","key":{"k\u00e9\n":1,"":true},"op":"delete"}`,
 		`{"view":"v","key":{"k\xff":1},"op":"delete"}`,
 		`{"view":"v","key":"k","op":"delete"}`,
@@ -130,7 +141,7 @@ func TestDecodeViewOpEdgeCases(t *testing.T) {
 	for _, c := range cases {
 		checkDecode(t, []byte(c))
 	}
-	if _, ok := decodeViewOp([]byte(cases[1])); !ok {
+	if _, ok := decodeRowOp([]byte(cases[1]), false); !ok {
 		t.Errorf("the fast path left a plain payload to encoding/json")
 	}
 }
@@ -203,7 +214,7 @@ func TestViewOpCodecGenerated(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if _, ok := decodeViewOp(payload); ok {
+		if _, ok := decodeRowOp(payload, true); ok {
 			fast++
 		}
 		checkDecode(t, payload)
@@ -285,4 +296,39 @@ func FuzzViewOpCodec(f *testing.F) {
 			checkEncode(t, op)
 		}
 	})
+}
+
+// A usual operation, its names seen before, decodes with one allocation
+// (its key and columns), and DecodeViewOp's values do not share the
+// payload's bytes, which the caller may reuse.
+func TestDecodeRowOpAllocations(t *testing.T) {
+	if _, err := DecodeRowOp(benchPayload); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = DecodeRowOp(benchPayload) }); n > 1 {
+		t.Errorf("DecodeRowOp allocated %v times, want at most 1", n)
+	}
+	payload := []byte(`{"view":"v","key":{"k":"x"},"op":"apply","columns":[{"column":"c","merge":"add","value":1}]}`)
+	op, err := DecodeViewOp(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range payload {
+		payload[i] = ' '
+	}
+	if string(op.Key["k"]) != `"x"` || string(op.Columns[0].Value) != "1" {
+		t.Errorf("DecodeViewOp's values changed with the payload: %s %s", op.Key["k"], op.Columns[0].Value)
+	}
+}
+
+func TestNameTableStopsAtItsLimit(t *testing.T) {
+	names := newNameTable(2)
+	for _, n := range []string{"a", "b", "c", "a", strings.Repeat("x", maxNameBytes+1)} {
+		names.add(n)
+	}
+	for n, want := range map[string]bool{"a": true, "b": true, "c": false, strings.Repeat("x", maxNameBytes+1): false} {
+		if got, ok := names.lookup([]byte(n)); ok != want || ok && got != n {
+			t.Errorf("lookup(%.8q) = %q, %v; want held %v", n, got, ok, want)
+		}
+	}
 }

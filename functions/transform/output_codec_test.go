@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,9 @@ func TestEmitUsesAppendJSON(t *testing.T) {
 		out := Emit("k", v)
 		if !bytes.Equal(out.Payload(), want) || fmt.Sprint(errors.Unwrap(out.Err())) != fmt.Sprint(wantErr) {
 			t.Errorf("Emit(%#v) = %s, %v; want %s, %v", v, out.Payload(), out.Err(), want, wantErr)
+		}
+		if direct := EmitJSON("k", v); !reflect.DeepEqual(direct, out) {
+			t.Errorf("EmitJSON(%#v) = %v, Emit %v", v, direct, out)
 		}
 	}
 }

@@ -104,7 +104,7 @@ func checkTable(t testing.TB, session *gocql.Session, v *compiledView, ops []Op)
 	t.Helper()
 	ref := memview.New()
 	for _, op := range ops {
-		if err := ref.Apply(op.View); err != nil {
+		if err := ref.Apply(op.View.ViewOp()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -67,7 +67,7 @@ func shopStream(b *testing.B, users int) []Op {
 			b.Fatal(err)
 		}
 		for _, r := range recs {
-			op, err := envelope.DecodeViewOp(r.Payload)
+			op, err := envelope.DecodeRowOp(r.Payload)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -87,7 +87,7 @@ func roundRobinStream(b *testing.B) []Op {
 	ops := shopStream(b, 1000)
 	for i := range ops {
 		user := fmt.Sprintf("%q", fmt.Sprintf("rr%d", i%(10*benchBatch)))
-		ops[i].View.Key = map[string]json.RawMessage{"user": json.RawMessage(user)}
+		ops[i].View.Key = []envelope.KeyValue{{Column: "user", Value: json.RawMessage(user)}}
 	}
 	return ops
 }

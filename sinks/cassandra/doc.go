@@ -1,6 +1,7 @@
 // Package cassandra is Foldline's Cassandra sink: it applies a view's
-// operations (envelope.ViewOp) to the view's table with an exactly-once
-// effect under at-least-once delivery, and creates or checks the table.
+// operations (envelope.ViewOp payloads, bound as envelope.RowOp) to the
+// view's table with an exactly-once effect under at-least-once delivery, and
+// creates or checks the table.
 //
 // # Exactly-once effect
 //

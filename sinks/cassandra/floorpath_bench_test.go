@@ -58,7 +58,7 @@ func BenchmarkFloorPath(b *testing.B) {
 					b.Fatal(err)
 				}
 				for _, r := range recs {
-					op, err := envelope.DecodeViewOp(r.Payload)
+					op, err := envelope.DecodeRowOp(r.Payload)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -95,7 +95,7 @@ func BenchmarkFloorPath(b *testing.B) {
 	b.Run("decode", func(b *testing.B) {
 		cpu := startCPU(b)
 		for i := 0; b.Loop(); i++ {
-			if _, err := envelope.DecodeViewOp(payloads[i%len(payloads)]); err != nil {
+			if _, err := envelope.DecodeRowOp(payloads[i%len(payloads)]); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -104,7 +104,7 @@ func BenchmarkFloorPath(b *testing.B) {
 	b.Run("fold", func(b *testing.B) {
 		ops := make([]Op, len(payloads))
 		for i, p := range payloads {
-			op, err := envelope.DecodeViewOp(p)
+			op, err := envelope.DecodeRowOp(p)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,7 +15,7 @@ import (
 // Op is one view operation together with the ledger event that caused it:
 // the unit the Applier applies exactly once.
 type Op struct {
-	View   envelope.ViewOp
+	View   envelope.RowOp
 	Origin envelope.Origin
 }
 
@@ -72,11 +73,22 @@ type columnValue struct {
 }
 
 // bindArena hands out the key and column slices of a batch's bound
-// operations from a few allocations instead of two or more per operation.
-// The zero value allocates for each operation.
+// operations from a few allocations instead of two or more per operation,
+// and remembers the keys it has decoded: a batch holds many operations on
+// each of its rows, and a row's key need only be decoded, checked and made
+// into its row key once. The zero value allocates for each operation and
+// remembers nothing.
 type bindArena struct {
 	keys []any
 	cols []columnValue
+	// rows holds the keys decoded so far by their JSON (keyJSON).
+	rows map[string]boundKey
+}
+
+// boundKey is a row's decoded key and its row key.
+type boundKey struct {
+	key    []any
+	rowKey string
 }
 
 // newBindArena returns an arena with room for ops.
@@ -85,7 +97,23 @@ func (v *compiledView) newBindArena(ops []Op) *bindArena {
 	for _, op := range ops {
 		cols += len(op.View.Columns)
 	}
-	return &bindArena{keys: make([]any, 0, len(ops)*len(v.schema.Key)), cols: make([]columnValue, 0, cols)}
+	return &bindArena{keys: make([]any, 0, len(ops)*len(v.schema.Key)), cols: make([]columnValue, 0, cols), rows: map[string]boundKey{}}
+}
+
+// keyJSON appends the JSON of the operation's key values, in the view's
+// key order and each after its length, to buf: equal for two operations
+// exactly when their key values are the same bytes, which decode to the
+// same key. ok is false when a key column is missing or buf has no room
+// (it never grows).
+func (v *compiledView) keyJSON(buf []byte, vo envelope.RowOp) (_ []byte, ok bool) {
+	for _, k := range v.schema.Key {
+		raw, ok := vo.Value(k.Name)
+		if !ok || cap(buf)-len(buf) < binary.MaxVarintLen64+len(raw) {
+			return buf, false
+		}
+		buf = append(binary.AppendUvarint(buf, uint64(len(raw))), raw...)
+	}
+	return buf, true
 }
 
 // take returns an empty slice with room for n elements, cut from *pool
@@ -119,26 +147,16 @@ func (v *compiledView) bind(index int, op Op, arena *bindArena) (boundOp, error)
 	if arena == nil {
 		arena = &bindArena{}
 	}
-	b.key = take(&arena.keys, len(v.schema.Key))
-	b.columns = take(&arena.cols, len(vo.Columns))
-	for i, k := range v.schema.Key {
-		raw, ok := vo.Key[k.Name]
-		if !ok {
-			return boundOp{}, fmt.Errorf("%w: key column %s is missing", ErrBadKey, k.Name)
-		}
-		if string(bytes.TrimSpace(raw)) == "null" {
-			return boundOp{}, fmt.Errorf("%w: key column %s is null", ErrBadKey, k.Name)
-		}
-		val, err := v.keyTypes[i].decode(raw)
-		if err != nil {
-			return boundOp{}, fmt.Errorf("key column %s: %w", k.Name, err)
-		}
-		if err := v.checkSize(k.Name, val); err != nil {
-			return boundOp{}, err
-		}
-		b.key = append(b.key, val)
+	var keyBuf [internMaxBytes]byte
+	keyJSON, known := v.keyJSON(keyBuf[:0], vo)
+	if bk, ok := arena.rows[string(keyJSON)]; known && ok {
+		b.key, b.rowKey = bk.key, bk.rowKey
+	} else if err := v.bindKey(&b, vo, arena); err != nil {
+		return boundOp{}, err
+	} else if known && arena.rows != nil {
+		arena.rows[string(keyJSON)] = boundKey{key: b.key, rowKey: b.rowKey}
 	}
-	b.rowKey = keyString(b.key)
+	b.columns = take(&arena.cols, len(vo.Columns))
 	for _, c := range vo.Columns {
 		i, ok := v.colIndex[c.Column]
 		if !ok {
@@ -163,6 +181,31 @@ func (v *compiledView) bind(index int, op Op, arena *bindArena) (boundOp, error)
 		b.columns = append(b.columns, columnValue{column: i, value: val})
 	}
 	return b, nil
+}
+
+// bindKey decodes and checks the operation's key into b, taking its slice
+// from arena.
+func (v *compiledView) bindKey(b *boundOp, vo envelope.RowOp, arena *bindArena) error {
+	b.key = take(&arena.keys, len(v.schema.Key))
+	for i, k := range v.schema.Key {
+		raw, ok := vo.Value(k.Name)
+		if !ok {
+			return fmt.Errorf("%w: key column %s is missing", ErrBadKey, k.Name)
+		}
+		if string(bytes.TrimSpace(raw)) == "null" {
+			return fmt.Errorf("%w: key column %s is null", ErrBadKey, k.Name)
+		}
+		val, err := v.keyTypes[i].decode(raw)
+		if err != nil {
+			return fmt.Errorf("key column %s: %w", k.Name, err)
+		}
+		if err := v.checkSize(k.Name, val); err != nil {
+			return err
+		}
+		b.key = append(b.key, val)
+	}
+	b.rowKey = keyString(b.key)
+	return nil
 }
 
 func (v *compiledView) checkSize(column string, val any) error {
@@ -326,16 +369,31 @@ type rowGroup struct {
 // coalesce groups operations by row, keeping the rows in order of first
 // appearance and each row's operations in arrival order, so that folding a
 // group gives the same row as folding the batch one by one.
+// The groups' operations share one array, each group's part of it sized
+// by a first count.
 func coalesce(ops []boundOp) []*rowGroup {
-	byKey := map[string]*rowGroup{}
+	byKey := map[string]int{}
 	var groups []*rowGroup
-	for _, op := range ops {
+	var counts []int
+	of := make([]int32, len(ops)) // each operation's group
+	for i, op := range ops {
 		g, ok := byKey[op.rowKey]
 		if !ok {
-			g = &rowGroup{key: op.key, rowKey: op.rowKey}
+			g = len(groups)
 			byKey[op.rowKey] = g
-			groups = append(groups, g)
+			groups = append(groups, &rowGroup{key: op.key, rowKey: op.rowKey})
+			counts = append(counts, 0)
 		}
+		counts[g]++
+		of[i] = int32(g)
+	}
+	all := make([]boundOp, 0, len(ops))
+	for g, n := range counts {
+		groups[g].ops = all[len(all) : len(all) : len(all)+n]
+		all = all[:len(all)+n]
+	}
+	for i, op := range ops {
+		g := groups[of[i]]
 		g.ops = append(g.ops, op)
 	}
 	return groups

@@ -70,7 +70,7 @@ func (b *opBuilder) atTime(t time.Time) *opBuilder { b.at = t; return b }
 func (b *opBuilder) op() Op {
 	key, _ := json.Marshal(b.user)
 	return Op{
-		View:   envelope.ViewOp{View: b.view, Key: map[string]json.RawMessage{"user": key}, Kind: b.kind, EventTime: b.at, Columns: b.cols},
+		View:   envelope.RowOp{View: b.view, Key: []envelope.KeyValue{{Column: "user", Value: key}}, Kind: b.kind, EventTime: b.at, Columns: b.cols},
 		Origin: envelope.Origin{Topic: b.topic, Position: envelope.Position{Ledger: 7, Entry: b.entry}},
 	}
 }
@@ -287,17 +287,17 @@ func TestBindRejects(t *testing.T) {
 		}(), want: envelope.ErrNoOrigin},
 		{name: "missing key column", op: func() Op {
 			o := upsert("u", "p0", 1).col("views", envelope.MergeAdd, 1).op()
-			o.View.Key = map[string]json.RawMessage{"sku": json.RawMessage(`"x"`)}
+			o.View.Key = []envelope.KeyValue{{Column: "sku", Value: json.RawMessage(`"x"`)}}
 			return o
 		}(), want: ErrBadKey},
 		{name: "extra key column", op: func() Op {
 			o := upsert("u", "p0", 1).col("views", envelope.MergeAdd, 1).op()
-			o.View.Key["sku"] = json.RawMessage(`"x"`)
+			o.View.Key = append(o.View.Key, envelope.KeyValue{Column: "sku", Value: json.RawMessage(`"x"`)})
 			return o
 		}(), want: ErrBadKey},
 		{name: "null key", op: func() Op {
 			o := upsert("u", "p0", 1).col("views", envelope.MergeAdd, 1).op()
-			o.View.Key["user"] = json.RawMessage(`null`)
+			o.View.Key[0].Value = json.RawMessage(`null`)
 			return o
 		}(), want: ErrBadKey},
 	}
@@ -332,6 +332,36 @@ func TestCoalesceKeepsRowsAndOrder(t *testing.T) {
 	}
 	if want := "a:0,2,5 b:1,4 c:3"; strings.Join(got, " ") != want {
 		t.Errorf("groups = %s, want %s", strings.Join(got, " "), want)
+	}
+}
+
+// A batch decodes each row's key once, by its JSON, yet a key spelt
+// otherwise is the same row, and a bad key is refused every time.
+func TestGroupDecodesEachKeyOnce(t *testing.T) {
+	a := &Applier{view: mustCompile(t, testSchema("ks"))}
+	raws := []string{`"a"`, `"\u0061"`, `"a"`, `null`, `"b"`, `null`, `"a"`}
+	var ops []Op
+	for i, raw := range raws {
+		op := upsert("x", "p0", int64(i+1)).col("views", envelope.MergeAdd, 1).op()
+		op.View.Key[0].Value = json.RawMessage(raw)
+		ops = append(ops, op)
+	}
+	p, groups := a.group(ops)
+	var got []string
+	for _, g := range groups {
+		var idx []string
+		for _, op := range g.ops {
+			idx = append(idx, fmt.Sprint(op.index))
+		}
+		got = append(got, fmt.Sprintf("%v:%s", g.key[0], strings.Join(idx, ",")))
+	}
+	if want := "a:0,1,2,6 b:4"; strings.Join(got, " ") != want {
+		t.Errorf("groups = %s, want %s", strings.Join(got, " "), want)
+	}
+	for i, err := range p.res.Errs {
+		if wantErr := raws[i] == "null"; wantErr != errors.Is(err, ErrBadKey) {
+			t.Errorf("operation %d (key %s): error %v", i, raws[i], err)
+		}
 	}
 }
 
@@ -394,7 +424,7 @@ func TestFoldMatchesReferenceSemantics(t *testing.T) {
 	ref := memview.New()
 	ops := generateOps(rand.New(rand.NewPCG(1, 2)), 2000, 20, []string{"p0", "p1", "p2"})
 	for _, op := range ops {
-		if err := ref.Apply(op.View); err != nil {
+		if err := ref.Apply(op.View.ViewOp()); err != nil {
 			t.Fatal(err)
 		}
 	}

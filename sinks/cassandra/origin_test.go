@@ -36,7 +36,7 @@ func opsOf(t *testing.T, events []string, origin func(i int) envelope.Origin) []
 			t.Fatal(err)
 		}
 		for _, r := range recs {
-			vo, err := envelope.DecodeViewOp(r.Payload)
+			vo, err := envelope.DecodeRowOp(r.Payload)
 			if err != nil {
 				t.Fatal(err)
 			}

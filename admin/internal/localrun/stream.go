@@ -160,7 +160,7 @@ func (p *Pipeline) emit(events, msgs []Message, op func(cassandra.Op, Message) e
 		if m.Topic != p.sinkInput {
 			continue
 		}
-		vo, err := envelope.DecodeViewOp(m.Payload)
+		vo, err := envelope.DecodeRowOp(m.Payload)
 		if err != nil {
 			return fmt.Errorf("a view operation on %s: %w", p.sinkInput, err)
 		}

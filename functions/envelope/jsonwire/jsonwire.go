@@ -121,6 +121,32 @@ func (r *Reader) NextKey() (key []byte, plain, ok bool) {
 	return key, plain, !r.failed
 }
 
+// NextKeyIs is NextKey when the next member is named name (plain, with no
+// need of escapes) and written without whitespace, as a canonical writer
+// writes it: it then consumes the name and its colon and returns true.
+// Otherwise it consumes nothing and returns false, and NextKey reads on. A
+// reader that expects the members in a usual order thus skips the general
+// reading of their names.
+func (r *Reader) NextKeyIs(name string) bool {
+	if r.failed {
+		return false
+	}
+	i := r.pos
+	if !r.first {
+		if i >= len(r.data) || r.data[i] != ',' {
+			return false
+		}
+		i++
+	}
+	n := len(name)
+	if len(r.data)-i < n+3 || r.data[i] != '"' || string(r.data[i+1:i+1+n]) != name || r.data[i+1+n] != '"' || r.data[i+2+n] != ':' {
+		return false
+	}
+	r.pos = i + n + 3
+	r.first = false
+	return true
+}
+
 // NextElement moves to the next element of the array opened by Array. It
 // returns false at the closing ']' (consumed) or on failure.
 func (r *Reader) NextElement() bool {
@@ -175,6 +201,16 @@ func (r *Reader) Raw() []byte {
 		return nil
 	}
 	return r.data[start:r.pos]
+}
+
+// Value is Raw that also reports whether the value is a string whose
+// content is plain (as String reports it): raw[1:len(raw)-1] is then the
+// string, with no need to look at it again.
+func (r *Reader) Value() (raw []byte, plain bool) {
+	if r.peek() != '"' {
+		return r.Raw(), false
+	}
+	return r.String()
 }
 
 // Skip reads any value, checking its syntax.

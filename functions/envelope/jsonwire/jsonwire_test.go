@@ -2,6 +2,7 @@ package jsonwire
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -82,4 +83,62 @@ func mustMarshal(t *testing.T, s string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// Strings with the byte to escape or stop at anywhere.
+func TestLongStrings(t *testing.T) {
+	for _, special := range []string{`"`, `\\`, "<", ">", "&", "\n", "\x00", "é", "\u2028", "\xff"} {
+		for n := range 20 {
+			s := strings.Repeat("x", n) + special + strings.Repeat("y", 19-n)
+			want, _ := json.Marshal(s)
+			if got := AppendString(nil, s); string(got) != string(want) {
+				t.Errorf("AppendString(%q) = %s, want %s", s, got, want)
+			}
+			r := NewReader(want)
+			tok, plain := r.String()
+			if !r.Done() || string(tok) != string(want) {
+				t.Errorf("reading %s: token %s", want, tok)
+			}
+			if wantPlain := !strings.ContainsAny(string(want[1:len(want)-1]), `\`); plain != wantPlain {
+				t.Errorf("reading %s: plain %v, want %v", want, plain, wantPlain)
+			}
+		}
+	}
+}
+
+// NextKeyIs takes a member only when NextKey would read that name, and
+// otherwise leaves the reader as it was; it takes the canonical spelling.
+func TestNextKeyIs(t *testing.T) {
+	objects := []string{`{"a":1,"bb":2}`, `{ "a":1}`, `{"a" :1}`, `{"a":1 ,"bb":2}`, `{"\u0061":1}`, `{"a":1,"a":2}`,
+		`{"ab":1}`, `{"a`, `{"a"`, `{"a":`, `{}`, `{"a":1,}`, `{"bb":{"a":1},"a":[]}`}
+	for _, obj := range objects {
+		for _, guess := range []string{"a", "bb", "ab"} {
+			want, got := NewReader([]byte(obj)), NewReader([]byte(obj))
+			want.Object()
+			got.Object()
+			for step := 0; ; step++ {
+				name, _, more := want.NextKey()
+				if got.NextKeyIs(guess) {
+					if !more || string(name) != guess {
+						t.Fatalf("%s: NextKeyIs(%q) took a member NextKey reads as %q, %v", obj, guess, name, more)
+					}
+				} else if gotName, _, gotMore := got.NextKey(); string(gotName) != string(name) || gotMore != more {
+					t.Fatalf("%s: after NextKeyIs(%q) refused, NextKey reads %q, %v; want %q, %v", obj, guess, gotName, gotMore, name, more)
+				}
+				if !more {
+					break
+				}
+				want.Skip()
+				got.Skip()
+				if want.pos != got.pos || want.failed != got.failed {
+					t.Fatalf("%s, guessing %q: readers apart at step %d", obj, guess, step)
+				}
+			}
+		}
+	}
+	r := NewReader([]byte(`{"a":1,"bb":2}`))
+	r.Object()
+	if !r.NextKeyIs("a") || r.Raw() == nil || r.NextKeyIs("a") || !r.NextKeyIs("bb") {
+		t.Errorf("NextKeyIs refused a canonical member of %s", r.data)
+	}
 }

@@ -11,14 +11,12 @@
 package event
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/foldline/foldline/functions/envelope/jsonwire"
 )
@@ -184,6 +182,9 @@ var fieldNames = [numFields]string{"id", "type", "user", "time", "url", "sku", "
 // value, nil when absent.
 type fields struct {
 	raw [numFields][]byte
+	// plain marks the members whose value is a string token without
+	// escapes and of valid UTF-8 (jsonwire's plain), as the scan found.
+	plain [numFields]bool
 	// data is the scanned payload and copy a copy of it that plain strings
 	// are cut from; both are empty when encoding/json read the payload.
 	data []byte
@@ -199,19 +200,28 @@ func scanObject(data []byte) (o fields, ok bool) {
 	if !r.Object() {
 		return o, false
 	}
-	for {
-		name, plain, more := r.NextKey()
-		if !more {
-			break
-		}
-		if !plain {
-			return o, false
-		}
-		if i := fieldIndex(name); i >= 0 {
-			o.raw[i] = r.Raw()
+	for next := fieldID; ; {
+		// The member the canonical form has next is tried first.
+		i := -1
+		if next >= 0 && r.NextKeyIs(fieldNames[next]) {
+			i = next
 		} else {
-			r.Skip()
+			name, plain, more := r.NextKey()
+			if !more {
+				break
+			}
+			if !plain {
+				return o, false
+			}
+			i = fieldIndex(name)
 		}
+		if i < 0 {
+			r.Skip()
+			next = -1
+			continue
+		}
+		o.raw[i], o.plain[i] = r.Value()
+		next = o.canonicalAfter(i)
 	}
 	if !r.Done() {
 		return o, false
@@ -220,15 +230,74 @@ func scanObject(data []byte) (o fields, ok bool) {
 	return o, true
 }
 
-// fieldIndex returns the index of the member with the name, -1 for one that
-// events do not have.
-func fieldIndex(name []byte) int {
-	for i, n := range fieldNames {
-		if string(name) == n {
-			return i
+// canonicalAfter is the member that follows member i in the canonical
+// form (AppendJSON) of the event scanned so far, -1 for none.
+func (o *fields) canonicalAfter(i int) int {
+	switch i {
+	case fieldID, fieldType, fieldUser:
+		return i + 1
+	case fieldTime:
+		switch string(o.raw[fieldType]) {
+		case `"page_view"`:
+			return fieldURL
+		case `"add_to_cart"`:
+			return fieldSKU
+		case `"purchase"`, `"refund"`:
+			return fieldOrder
 		}
+	case fieldSKU:
+		return fieldQty
+	case fieldQty:
+		if string(o.raw[fieldType]) == `"purchase"` {
+			return fieldPriceCents
+		}
+	case fieldOrder:
+		if string(o.raw[fieldType]) == `"purchase"` {
+			return fieldSKU
+		}
+		return fieldAmountCents
 	}
 	return -1
+}
+
+// fieldIndex returns the index of the member with the name, -1 for one that
+// events do not have: a guess by length and first letters, then one
+// comparison.
+func fieldIndex(name []byte) int {
+	i := -1
+	switch len(name) {
+	case 2:
+		i = fieldID
+	case 3:
+		switch name[0] {
+		case 'u':
+			i = fieldURL
+		case 's':
+			i = fieldSKU
+		case 'q':
+			i = fieldQty
+		}
+	case 4:
+		i = fieldType
+		switch name[0] {
+		case 'u':
+			i = fieldUser
+		case 't':
+			if name[1] == 'i' {
+				i = fieldTime
+			}
+		}
+	case 5:
+		i = fieldOrder
+	case 11:
+		i = fieldPriceCents
+	case 12:
+		i = fieldAmountCents
+	}
+	if i < 0 || string(name) != fieldNames[i] {
+		return -1
+	}
+	return i
 }
 
 // decodeObject reads an event's members with encoding/json.
@@ -257,9 +326,10 @@ func (o *fields) value(i int) ([]byte, error) {
 	return v, nil
 }
 
-// str decodes a member's JSON string; ok is false when it is not a string.
-func (o *fields) str(v []byte) (string, bool) {
-	if o.copy != "" && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+// str decodes member i's JSON string v; ok is false when it is not a
+// string.
+func (o *fields) str(i int, v []byte) (string, bool) {
+	if o.copy != "" && o.plain[i] {
 		off := cap(o.data) - cap(v) // v lies in data
 		return o.copy[off+1 : off+len(v)-1], true
 	}
@@ -282,7 +352,7 @@ func (o *fields) text(i int) (string, error) {
 	if len(v) > 6*limit+2 {
 		return "", &FieldError{Field: fieldNames[i], Problem: fmt.Sprintf("longer than %d bytes", limit)}
 	}
-	s, ok := o.str(v)
+	s, ok := o.str(i, v)
 	if !ok {
 		return "", &FieldError{Field: fieldNames[i], Problem: "must be a string"}
 	}
@@ -305,7 +375,7 @@ func (o *fields) time(i int) (time.Time, error) {
 	if t, ok := jsonwire.Time(v); ok { // the canonical form, in UTC
 		return t, nil
 	}
-	s, ok := o.str(v)
+	s, ok := o.str(i, v)
 	if !ok {
 		return time.Time{}, &FieldError{Field: field, Problem: "must be a string"}
 	}

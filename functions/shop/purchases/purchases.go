@@ -16,5 +16,5 @@ func purchases(in transform.Input[event.Event]) ([]transform.Output, error) {
 	if e.Type != event.Purchase {
 		return nil, nil
 	}
-	return []transform.Output{transform.Emit(e.SKU, e).At(e.Time)}, nil
+	return []transform.Output{transform.EmitJSON(e.SKU, e).At(e.Time)}, nil
 }

@@ -16,5 +16,5 @@ var Transformation = transform.New(event.Parse, validate)
 
 func validate(in transform.Input[event.Event]) ([]transform.Output, error) {
 	e := in.Event
-	return []transform.Output{transform.Emit(e.User, e).At(e.Time)}, nil
+	return []transform.Output{transform.EmitJSON(e.User, e).At(e.Time)}, nil
 }

@@ -52,7 +52,7 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 		faults.Forward(fc.Fail)
 		faults.Go("setting up the sink", func() { s.setUp(faults, user, password) })
 	})
-	op, err := envelope.DecodeViewOp(payload)
+	op, err := envelope.DecodeRowOp(payload)
 	if err != nil {
 		return pf.Permanent(err)
 	}
