@@ -308,16 +308,7 @@ func TestShopViewsEqualFold(t *testing.T) {
 // when they do not arrive within timeout.
 func (s *shop) deadLetters(t *testing.T, topic string, n int, timeout time.Duration) []pulsar.Message {
 	t.Helper()
-	client, err := pulsar.NewClient(s.svc.PulsarClientOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
-	if err != nil {
-		t.Fatalf("reading %s: %v", topic, err)
-	}
-	defer reader.Close()
+	reader := s.readFromEarliest(t, topic)
 	deadline := time.Now().Add(timeout)
 	var out []pulsar.Message
 	for len(out) < n {
@@ -333,4 +324,21 @@ func (s *shop) deadLetters(t *testing.T, topic string, n int, timeout time.Durat
 		out = append(out, msg)
 	}
 	return out
+}
+
+// readFromEarliest returns a reader of topic from its first message, closed
+// (with its client) when the test ends.
+func (s *shop) readFromEarliest(t *testing.T, topic string) pulsar.Reader {
+	t.Helper()
+	client, err := pulsar.NewClient(s.svc.PulsarClientOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatalf("reading %s: %v", topic, err)
+	}
+	t.Cleanup(reader.Close)
+	return reader
 }

@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
-
 	"github.com/foldline/foldline/admin/backfill"
 	"github.com/foldline/foldline/admin/manifest"
 )
@@ -64,16 +62,7 @@ func TestFusedBackfill(t *testing.T) {
 // earliest until the broker has no more.
 func (s *shop) countMessages(t *testing.T, topic string) int {
 	t.Helper()
-	client, err := pulsar.NewClient(s.svc.PulsarClientOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
-	if err != nil {
-		t.Fatalf("reading %s: %v", topic, err)
-	}
-	defer reader.Close()
+	reader := s.readFromEarliest(t, topic)
 	n := 0
 	for reader.HasNext() {
 		if _, err := reader.Next(t.Context()); err != nil {

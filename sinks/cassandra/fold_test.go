@@ -322,16 +322,8 @@ func TestCoalesceKeepsRowsAndOrder(t *testing.T) {
 		bound = append(bound, b)
 	}
 	groups := coalesce(bound)
-	var got []string
-	for _, g := range groups {
-		var idx []string
-		for _, op := range g.ops {
-			idx = append(idx, fmt.Sprint(op.index))
-		}
-		got = append(got, fmt.Sprintf("%v:%s", g.key[0], strings.Join(idx, ",")))
-	}
-	if want := "a:0,2,5 b:1,4 c:3"; strings.Join(got, " ") != want {
-		t.Errorf("groups = %s, want %s", strings.Join(got, " "), want)
+	if got, want := groupsString(groups), "a:0,2,5 b:1,4 c:3"; got != want {
+		t.Errorf("groups = %s, want %s", got, want)
 	}
 }
 
@@ -347,16 +339,8 @@ func TestGroupDecodesEachKeyOnce(t *testing.T) {
 		ops = append(ops, op)
 	}
 	p, groups := a.group(ops)
-	var got []string
-	for _, g := range groups {
-		var idx []string
-		for _, op := range g.ops {
-			idx = append(idx, fmt.Sprint(op.index))
-		}
-		got = append(got, fmt.Sprintf("%v:%s", g.key[0], strings.Join(idx, ",")))
-	}
-	if want := "a:0,1,2,6 b:4"; strings.Join(got, " ") != want {
-		t.Errorf("groups = %s, want %s", strings.Join(got, " "), want)
+	if got, want := groupsString(groups), "a:0,1,2,6 b:4"; got != want {
+		t.Errorf("groups = %s, want %s", got, want)
 	}
 	for i, err := range p.res.Errs {
 		if wantErr := raws[i] == "null"; wantErr != errors.Is(err, ErrBadKey) {
@@ -501,4 +485,18 @@ func generateOps(rng *rand.Rand, n, users int, partitions []string) []Op {
 		ops = append(ops, b.op())
 	}
 	return ops
+}
+
+// groupsString writes groups as "key:index,index… key:…", each group by
+// its first key column.
+func groupsString(groups []*rowGroup) string {
+	var got []string
+	for _, g := range groups {
+		var idx []string
+		for _, op := range g.ops {
+			idx = append(idx, fmt.Sprint(op.index))
+		}
+		got = append(got, fmt.Sprintf("%v:%s", g.key[0], strings.Join(idx, ",")))
+	}
+	return strings.Join(got, " ")
 }
