@@ -290,17 +290,17 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 				early = append(early, st)
 			}
 		}
+		// The table first: the fused run and the early sink would both
+		// create it, and two creates of one table at once can disagree.
+		schema := sink.Schema()
+		if err := cassandra.EnsureSchema(ctx, e.cql, schema, cassandra.Replication(e.set.Tenant.Replication)); err != nil {
+			return rec, fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, view, err)
+		}
 		deployed := make(chan error, 1)
-		launched := false
-		tableReady := func() {
-			launched = true
-			go func() { deployed <- e.createStages(ctx, opts, early) }()
-		}
-		_, err := e.fuse(ctx, opts, forked, tableReady)
-		if launched {
-			err = errors.Join(err, <-deployed) // nothing left creating functions behind an --abort
-		}
-		if err != nil {
+		go func() { deployed <- e.createStages(ctx, opts, early) }()
+		_, err := e.fuse(ctx, opts, forked)
+		// Waited for either way: nothing is left creating functions behind an --abort.
+		if err = errors.Join(err, <-deployed); err != nil {
 			return rec, fmt.Errorf("%w (foldline backfill --abort %s removes what it left; --engine deployed runs it on the functions worker)", err, view)
 		}
 	}

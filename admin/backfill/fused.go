@@ -79,14 +79,10 @@ const fusedGCPercent = 400
 // copy goes on from there. The whole ledger entry (a batch of events) of
 // that position comes once more: the sink skips its operations as applied,
 // and the fused run leaves its dead letters to the copy (deadLetters). It
-// returns how many ledger events it read. tableReady is called once the new table exists.
-func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, tableReady func()) (int64, error) {
+// returns how many ledger events it read. The new table exists already.
+func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage) (int64, error) {
 	sink := forked[len(forked)-1]
 	schema := sink.View.Schema()
-	if err := cassandra.EnsureSchema(ctx, e.cql, schema, cassandra.Replication(e.set.Tenant.Replication)); err != nil {
-		return 0, fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, sink.View.Name, err)
-	}
-	tableReady()
 	settings, err := cassandra.ParseSettings(sink.View.Sink.UserConfig)
 	if err != nil {
 		return 0, fmt.Errorf("reading the sink settings of view %s: %w", sink.View.Name, err)

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -183,7 +182,6 @@ type Builder struct {
 
 	mu      sync.Mutex
 	jobs    map[string]*buildJob // by package: built, or being built
-	built   map[string]Binary
 	indexMu sync.Mutex
 	index   *Index
 }
@@ -223,13 +221,11 @@ func (b *Builder) Build(ctx context.Context, pkg string) (Binary, error) {
 	b.mu.Unlock()
 	if !running {
 		j.bin, j.err = b.build(ctx, pkg)
-		b.mu.Lock()
 		if j.err != nil {
+			b.mu.Lock()
 			delete(b.jobs, pkg)
-		} else {
-			b.remember(j.bin)
+			b.mu.Unlock()
 		}
-		b.mu.Unlock()
 		close(j.done)
 		return j.bin, j.err
 	}
@@ -311,19 +307,21 @@ func (b *Builder) build(ctx context.Context, pkg string) (Binary, error) {
 	return Binary{Package: pkg, Path: out, SHA256: sum, Platform: platform}, nil
 }
 
-// remember records bin as built; b.mu is held.
-func (b *Builder) remember(bin Binary) {
-	if b.built == nil {
-		b.built = map[string]Binary{}
-	}
-	b.built[bin.Package] = bin
-}
-
 // Built returns the binaries built (or taken) so far, by package.
 func (b *Builder) Built() map[string]Binary {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return maps.Clone(b.built)
+	built := map[string]Binary{}
+	for pkg, j := range b.jobs {
+		select {
+		case <-j.done:
+			if j.err == nil {
+				built[pkg] = j.bin
+			}
+		default: // still building
+		}
+	}
+	return built
 }
 
 func fileSHA256(path string) (string, error) {
