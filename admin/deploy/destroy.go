@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -230,38 +231,85 @@ func PreviewDestroy(ctx context.Context, opts DestroyOptions) ([]string, error) 
 	return append(lines, fmt.Sprintf("keyspace %s with its %d tables %v", t.Keyspace, len(tables), tables)), nil
 }
 
+// workerCleanupWait is how long deleteSubscription leaves a just-deleted
+// function's subscription to the worker, which deletes it itself once the
+// instance has stopped (cleanupSubscription). Deleting it at the same time
+// as the worker does can hang one of the two requests on the broker ("Cursor
+// is already being deleted"): the worker's hung request then holds its only
+// scheduler thread for a minute, and no other function anywhere is started
+// or stopped meanwhile.
+const workerCleanupWait = 15 * time.Second
+
+// subscriptionRequestTimeout bounds one admin request of deleteSubscription,
+// so that one the broker never answers is tried again.
+const subscriptionRequestTimeout = 10 * time.Second
+
 // deleteSubscription removes a subscription the function's cleanup left
-// behind. A subscription whose consumers are still closing is refused for
-// a moment; it retries for a while, then forces it.
-func deleteSubscription(ctx context.Context, pulsar *pulsarx.Clients, topic, sub string) (bool, error) {
+// behind. When the function was just deleted (workerCleans), the worker is
+// given workerCleanupWait to delete it first; after that, a subscription
+// whose consumers are still closing is refused for a moment, so it retries
+// for a while, then forces it. how says, when it was not gone at once, how
+// long that took and what the broker answered until then.
+func deleteSubscription(ctx context.Context, pulsar *pulsarx.Clients, topic, sub string, workerCleans bool) (gone bool, how string, err error) {
 	tn, err := utils.GetTopicName(topic)
 	if err != nil {
-		return false, fmt.Errorf("naming topic %s: %w", topic, err)
+		return false, "", fmt.Errorf("naming topic %s: %w", topic, err)
 	}
 	subs := pulsar.Admin.Subscriptions()
-	deadline := time.Now().Add(30 * time.Second)
+	start := time.Now()
+	leaveUntil := start
+	if workerCleans {
+		leaveUntil = start.Add(workerCleanupWait)
+	}
+	forceAfter := leaveUntil.Add(30 * time.Second)
+	var refused error
+	waited := func() string {
+		if refused == nil {
+			return ""
+		}
+		return fmt.Sprintf(" after %s (refused until then: %v)", time.Since(start).Round(100*time.Millisecond), refused)
+	}
+	request := func(do func(context.Context) error) error {
+		rctx, cancel := context.WithTimeout(ctx, subscriptionRequestTimeout)
+		defer cancel()
+		return do(rctx)
+	}
 	for {
-		names, err := subs.ListWithContext(ctx, *tn)
-		if pulsarx.IsNotFound(err) || (err == nil && !slices.Contains(names, sub)) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("listing subscriptions of %s: %w", topic, err)
-		}
-		err = subs.DeleteWithContext(ctx, *tn, sub)
-		if err == nil || pulsarx.IsNotFound(err) {
-			return err == nil, nil
-		}
-		if time.Now().After(deadline) {
-			if err := subs.ForceDeleteWithContext(ctx, *tn, sub); err != nil && !pulsarx.IsNotFound(err) {
-				return false, fmt.Errorf("deleting subscription %s on %s: %w", sub, topic, err)
+		var names []string
+		err := request(func(rctx context.Context) (err error) {
+			names, err = subs.ListWithContext(rctx, *tn)
+			return err
+		})
+		switch {
+		case pulsarx.IsNotFound(err) || (err == nil && !slices.Contains(names, sub)):
+			return false, "", nil
+		case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			refused = err // a request the broker did not answer: try again
+		case err != nil:
+			return false, "", fmt.Errorf("listing subscriptions of %s: %w", topic, err)
+		case time.Now().Before(leaveUntil):
+			// The worker deletes it once the instance has stopped.
+		case time.Now().Before(forceAfter):
+			err = request(func(rctx context.Context) error { return subs.DeleteWithContext(rctx, *tn, sub) })
+			if err == nil || pulsarx.IsNotFound(err) {
+				return err == nil, waited(), nil
 			}
-			return true, nil
+			refused = err
+		default:
+			err = request(func(rctx context.Context) error { return subs.ForceDeleteWithContext(rctx, *tn, sub) })
+			if err != nil && !pulsarx.IsNotFound(err) {
+				return false, "", fmt.Errorf("deleting subscription %s on %s%s: %w", sub, topic, waited(), err)
+			}
+			return true, " by force" + waited(), nil
+		}
+		wait := 200 * time.Millisecond // the worker's cleanup, or an instance exiting, still connected
+		if time.Now().After(leaveUntil) {
+			wait = time.Second
 		}
 		select {
 		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(200 * time.Millisecond): // its function's instance exiting, still connected
+			return false, "", ctx.Err()
+		case <-time.After(wait):
 		}
 	}
 }
@@ -283,10 +331,28 @@ func purge(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, ten
 			return done, fmt.Errorf("listing functions of %s: %w", full, err)
 		}
 		for _, name := range names {
+			conf, err := pulsar.Functions.GetFunctionWithContext(ctx, tenantName, nsName, name)
+			if pulsarx.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return done, fmt.Errorf("reading function %s/%s: %w", full, name, err)
+			}
 			if err := pulsar.Functions.DeleteFunctionWithContext(ctx, tenantName, nsName, name); err != nil && !pulsarx.IsNotFound(err) {
 				return done, fmt.Errorf("deleting function %s/%s: %w", full, name, err)
 			}
 			done = append(done, fmt.Sprintf("deleted function %s/%s", full, name))
+			// Deleting its topics while the worker deletes its subscriptions
+			// can hang the worker (see workerCleanupWait).
+			for _, topic := range functionInputs(conf) {
+				gone, how, err := deleteSubscription(ctx, pulsar, topic, functionSubscription(conf), true)
+				if err != nil {
+					return done, err
+				}
+				if gone {
+					done = append(done, fmt.Sprintf("deleted subscription %s on %s%s", functionSubscription(conf), topic, how))
+				}
+			}
 		}
 		ns, err := utils.GetNamespaceName(full)
 		if err != nil {
@@ -326,6 +392,27 @@ func purge(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, ten
 		return done, fmt.Errorf("dropping keyspace %s: %w", keyspace, err)
 	}
 	return append(done, "dropped keyspace "+keyspace), nil
+}
+
+// functionInputs returns the topics a function consumes by name (not by
+// pattern).
+func functionInputs(conf utils.FunctionConfig) []string {
+	topics := slices.Clone(conf.Inputs)
+	for _, topic := range slices.Sorted(maps.Keys(conf.InputSpecs)) {
+		if spec := conf.InputSpecs[topic]; !spec.RegexPattern && !slices.Contains(topics, topic) {
+			topics = append(topics, topic)
+		}
+	}
+	return topics
+}
+
+// functionSubscription returns a function's subscription name: its
+// subName, or the worker's default, the function's full name.
+func functionSubscription(conf utils.FunctionConfig) string {
+	if conf.SubName != "" {
+		return conf.SubName
+	}
+	return conf.Tenant + "/" + conf.Namespace + "/" + conf.Name
 }
 
 // namespaceTopic is a topic of a namespace: a partitioned topic (whole) or

@@ -126,6 +126,7 @@ func DeleteStages(ctx context.Context, pulsar *pulsarx.Clients, stages []*manife
 	slices.Reverse(stages)
 	for _, st := range stages {
 		err := pulsar.Functions.DeleteFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+		deleted := err == nil
 		switch {
 		case pulsarx.IsNotFound(err):
 		case err != nil:
@@ -141,12 +142,12 @@ func DeleteStages(ctx context.Context, pulsar *pulsarx.Clients, stages []*manife
 			note("deleted %d stored package version(s) of %s", n, st.FullName())
 		}
 		for _, in := range st.Inputs {
-			gone, err := deleteSubscription(ctx, pulsar, in, st.SubName)
+			gone, how, err := deleteSubscription(ctx, pulsar, in, st.SubName, deleted)
 			if err != nil {
 				return removed, err
 			}
 			if gone {
-				note("deleted subscription %s on %s", st.SubName, in)
+				note("deleted subscription %s on %s%s", st.SubName, in, how)
 			}
 		}
 	}
