@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -330,6 +331,7 @@ func purge(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, ten
 		if err != nil && !pulsarx.IsNotFound(err) {
 			return done, fmt.Errorf("listing functions of %s: %w", full, err)
 		}
+		var leftovers []*manifest.Stage
 		for _, name := range names {
 			conf, err := pulsar.Functions.GetFunctionWithContext(ctx, tenantName, nsName, name)
 			if pulsarx.IsNotFound(err) {
@@ -338,21 +340,15 @@ func purge(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, ten
 			if err != nil {
 				return done, fmt.Errorf("reading function %s/%s: %w", full, name, err)
 			}
-			if err := pulsar.Functions.DeleteFunctionWithContext(ctx, tenantName, nsName, name); err != nil && !pulsarx.IsNotFound(err) {
-				return done, fmt.Errorf("deleting function %s/%s: %w", full, name, err)
-			}
-			done = append(done, fmt.Sprintf("deleted function %s/%s", full, name))
-			// Deleting its topics while the worker deletes its subscriptions
-			// can hang the worker (see workerCleanupWait).
-			for _, topic := range functionInputs(conf) {
-				gone, how, err := deleteSubscription(ctx, pulsar, topic, functionSubscription(conf), true)
-				if err != nil {
-					return done, err
-				}
-				if gone {
-					done = append(done, fmt.Sprintf("deleted subscription %s on %s%s", functionSubscription(conf), topic, how))
-				}
-			}
+			leftovers = append(leftovers, stageOf(conf))
+		}
+		// Their subscriptions too, as destroy does: deleting the topics
+		// while the worker deletes those can hang the worker (see
+		// workerCleanupWait).
+		removed, err := DeleteStages(ctx, pulsar, leftovers, io.Discard)
+		done = append(done, removed...)
+		if err != nil {
+			return done, err
 		}
 		ns, err := utils.GetNamespaceName(full)
 		if err != nil {
@@ -394,25 +390,21 @@ func purge(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, ten
 	return append(done, "dropped keyspace "+keyspace), nil
 }
 
-// functionInputs returns the topics a function consumes by name (not by
-// pattern).
-func functionInputs(conf utils.FunctionConfig) []string {
-	topics := slices.Clone(conf.Inputs)
+// stageOf is what DeleteStages needs of a deployed function no manifest
+// declares: its name, the topics it consumes by name (not by pattern) and
+// its subscription (subName, or the worker's default, the full name).
+func stageOf(conf utils.FunctionConfig) *manifest.Stage {
+	st := &manifest.Stage{Tenant: conf.Tenant, Namespace: conf.Namespace, Name: conf.Name,
+		Inputs: slices.Clone(conf.Inputs), SubName: conf.SubName}
 	for _, topic := range slices.Sorted(maps.Keys(conf.InputSpecs)) {
-		if spec := conf.InputSpecs[topic]; !spec.RegexPattern && !slices.Contains(topics, topic) {
-			topics = append(topics, topic)
+		if !conf.InputSpecs[topic].RegexPattern && !slices.Contains(st.Inputs, topic) {
+			st.Inputs = append(st.Inputs, topic)
 		}
 	}
-	return topics
-}
-
-// functionSubscription returns a function's subscription name: its
-// subName, or the worker's default, the function's full name.
-func functionSubscription(conf utils.FunctionConfig) string {
-	if conf.SubName != "" {
-		return conf.SubName
+	if st.SubName == "" {
+		st.SubName = st.FullName()
 	}
-	return conf.Tenant + "/" + conf.Namespace + "/" + conf.Name
+	return st
 }
 
 // namespaceTopic is a topic of a namespace: a partitioned topic (whole) or
