@@ -148,15 +148,24 @@ func (s Store) Ensure(ctx context.Context) error {
 	return nil
 }
 
-// Put writes r.
+// Put writes r over the record Claim made of it. It is a lightweight
+// transaction like the claim: Cassandra orders a plain write and a Paxos
+// write of the same row by their timestamps, not by when they happened, so
+// a plain update may be shadowed by the claim it follows (a give-way left
+// "running" made the racing-claims test fail once in CI). Every write of
+// this table goes through Paxos, so the last one made is the one read.
 func (s Store) Put(ctx context.Context, r *Record) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encoding backfill of %s: %w", r.View, err)
 	}
-	q := fmt.Sprintf(`UPDATE %s SET state = ?, record = ? WHERE view_name = ? AND table_name = ?`, cqlname.Table(s.Keyspace, Table))
-	if err := s.CQL.Query(q, r.State, string(data), r.View, r.Table).WithContext(ctx).Exec(); err != nil {
+	q := fmt.Sprintf(`UPDATE %s SET state = ?, record = ? WHERE view_name = ? AND table_name = ? IF EXISTS`, cqlname.Table(s.Keyspace, Table))
+	applied, err := s.CQL.Query(q, r.State, string(data), r.View, r.Table).WithContext(ctx).MapScanCAS(map[string]any{})
+	if err != nil {
 		return fmt.Errorf("recording backfill of %s into %s: %w", r.View, r.Table, err)
+	}
+	if !applied {
+		return fmt.Errorf("recording backfill of %s into %s: its record in %s.%s is gone (dropped by destroy --tables or --purge?)", r.View, r.Table, s.Keyspace, Table)
 	}
 	return nil
 }
@@ -178,7 +187,9 @@ func (s Store) Claim(ctx context.Context, r *Record) (running *Record, err error
 	if err != nil || claimed != nil {
 		return claimed, err
 	}
-	records, err := s.List(ctx, r.View)
+	// A serial read: it completes any claim still in flight before it
+	// reads, so a claim that has been made is seen.
+	records, err := s.list(ctx, r.View, true)
 	if err != nil {
 		return nil, err
 	}
@@ -245,13 +256,23 @@ func TableVersion(table string) (n int, ok bool) {
 // List returns the records of view, or of every view for "". A keyspace
 // without the table has none.
 func (s Store) List(ctx context.Context, view string) ([]*Record, error) {
+	return s.list(ctx, view, false)
+}
+
+// list is List, at SERIAL consistency when serial (which needs a view: one
+// partition).
+func (s Store) list(ctx context.Context, view string, serial bool) ([]*Record, error) {
 	q := fmt.Sprintf(`SELECT record FROM %s`, cqlname.Table(s.Keyspace, Table))
 	var args []any
 	if view != "" {
 		q += ` WHERE view_name = ?`
 		args = append(args, view)
 	}
-	iter := s.CQL.Query(q, args...).WithContext(ctx).Iter()
+	query := s.CQL.Query(q, args...).WithContext(ctx)
+	if serial {
+		query = query.Consistency(gocql.Consistency(gocql.Serial)) // the protocol takes SERIAL as a read consistency
+	}
+	iter := query.Iter()
 	var records []*Record
 	var data string
 	for iter.Scan(&data) {

@@ -3,6 +3,7 @@ package backfillrecord
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,6 +109,16 @@ func TestClaim(t *testing.T) {
 		}
 		if holder, err := s.Claim(ctx, running("b", "b_v2")); err != nil || holder != nil {
 			t.Fatalf("claim of an aborted backfill's table: holder %v, err %v; want it won", holder, err)
+		}
+	})
+
+	t.Run("a record that is gone", func(t *testing.T) {
+		err := s.Put(ctx, running("e", "e_v2"))
+		if err == nil || !strings.Contains(err.Error(), "is gone") {
+			t.Fatalf("Put of a record never claimed: %v; want an error saying it is gone", err)
+		}
+		if records, err := s.List(ctx, "e"); err != nil || len(records) != 0 {
+			t.Fatalf("records of e after the refused Put: %v, %v; want none", records, err)
 		}
 	})
 
