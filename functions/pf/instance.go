@@ -111,6 +111,9 @@ type instance struct {
 	stats   *stats
 	log     *slog.Logger
 	stderr  io.Writer
+	// deadLetterLog bounds the dead-letter warnings (each dead letter
+	// keeps its reason in the dead-letter topic).
+	deadLetterLog *logLimit
 
 	// sess is the current session, its producers and whether a send failed.
 	sess *session
@@ -136,6 +139,8 @@ func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
 		stderr:  stderr,
 		faults:  safego.New(),
 		log:     slog.New(slog.NewTextHandler(stderr, nil)).With("function", conf.FQFN(), "instance", conf.InstanceID),
+
+		deadLetterLog: deadLetterLogLimit(),
 	}
 }
 
@@ -288,7 +293,13 @@ func (inst *instance) sendOutputs(in *input, ack bool, records []Record) {
 // sent would hold up its input forever.
 func (inst *instance) deadLetter(in *input, reason error) {
 	msg := in.fc.msg
-	inst.log.Warn("sending to dead-letter topic", "topic", msg.Topic(), "id", msg.ID().String(), "attempts", in.attempts, "error", reason)
+	if ok, omitted := inst.deadLetterLog.allow(time.Now()); ok {
+		attrs := []any{"topic", msg.Topic(), "id", msg.ID().String(), "batch", msg.ID().BatchIdx(), "attempts", in.attempts, "error", reason}
+		if omitted > 0 {
+			attrs = append(attrs, "not_logged_before", omitted)
+		}
+		inst.log.Warn("sending to dead-letter topic", attrs...)
+	}
 	in.deadLetters++
 	in.first = pulsar.ProducerMessage{}
 	setDeadLetter(&in.first, msg, in.fc.origin, inst.conf.FQFN(), in.attempts, reason)
