@@ -118,8 +118,8 @@ func TestParseConfig(t *testing.T) {
 		wantErr []string
 	}{
 		{name: "defaults", conf: with(nil), check: func(t *testing.T, c Config) {
-			if c.Settings.BuildingBatchSize != 5000 || c.Settings.BuildingLinger != time.Second || c.Settings.Registry != "" {
-				t.Errorf("building settings = %d, %s, registry %q; want 5000, 1s, none", c.Settings.BuildingBatchSize, c.Settings.BuildingLinger, c.Settings.Registry)
+			if c.Settings.BuildingBatchSize != 20000 || c.Settings.BuildingLinger != time.Second || c.Settings.Registry != "" {
+				t.Errorf("building settings = %d, %s, registry %q; want 20000, 1s, none", c.Settings.BuildingBatchSize, c.Settings.BuildingLinger, c.Settings.Registry)
 			}
 			if c.Settings.BatchSize != 1000 || c.Settings.Linger != 50*time.Millisecond || c.Settings.RowCache != 100000 ||
 				c.Settings.Consistency != "LOCAL_QUORUM" || c.Settings.Replication["class"] != "SimpleStrategy" {
