@@ -88,7 +88,7 @@ func BenchmarkFreshness(b *testing.B) {
 		caughtUp := time.Since(start)
 		saturation := float64(burst) / caughtUp.Seconds()
 
-		settled, calm := settle(b.Context(), settleBusy, settleFor, settleAtMost)
+		settled, calm := settle(b.Context())
 
 		target := saturation / 2
 		if fixed > 0 {
@@ -168,35 +168,24 @@ const (
 	settleAtMost = 90 * time.Second
 )
 
-// settle waits until the cores have been at most busy busy for each second
-// of a stretch of calmFor, or atMost has passed; it returns how long it
-// waited and whether the cores calmed down.
-func settle(ctx context.Context, busy float64, calmFor, atMost time.Duration) (time.Duration, bool) {
+// settle waits until the cores have been at most settleBusy busy in each of
+// settleFor's seconds in a row, or settleAtMost has passed; it returns how
+// long it waited and whether the cores calmed down.
+func settle(ctx context.Context) (time.Duration, bool) {
 	start := time.Now()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	prevBusy, prevTotal, _ := readProcStat()
-	var calmSince time.Time
-	for time.Since(start) < atMost {
-		select {
-		case <-ctx.Done():
-			return time.Since(start), false
-		case <-tick.C:
+	ctx, cancel := context.WithTimeout(ctx, settleAtMost)
+	defer cancel()
+	calmSeconds, calm := 0, false
+	everySecond(ctx, func(busy float64, _ int) bool {
+		if busy > settleBusy {
+			calmSeconds = 0
+			return true
 		}
-		b, total, _ := readProcStat()
-		if total > prevTotal && float64(b-prevBusy)/float64(total-prevTotal) <= busy {
-			if calmSince.IsZero() {
-				calmSince = time.Now()
-			}
-			if time.Since(calmSince) >= calmFor {
-				return time.Since(start), true
-			}
-		} else {
-			calmSince = time.Time{}
-		}
-		prevBusy, prevTotal = b, total
-	}
-	return time.Since(start), false
+		calmSeconds++
+		calm = calmSeconds >= int(settleFor/time.Second)
+		return !calm
+	})
+	return time.Since(start), calm
 }
 
 // pacedRun is what publishPaced measured.

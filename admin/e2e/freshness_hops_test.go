@@ -152,26 +152,34 @@ type cpuSample struct {
 func sampleCPU(ctx context.Context, start time.Time) *cpuSampler {
 	ctx, cancel := context.WithCancel(ctx)
 	c := &cpuSampler{start: start, cancel: cancel}
-	go func() {
-		prevBusy, prevTotal, _ := readProcStat()
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			busy, total, running := readProcStat()
-			if total > prevTotal {
-				c.mu.Lock()
-				c.samples = append(c.samples, cpuSample{at: time.Since(start), busy: float64(busy-prevBusy) / float64(total-prevTotal), runnable: running})
-				c.mu.Unlock()
-			}
-			prevBusy, prevTotal = busy, total
-		}
-	}()
+	go everySecond(ctx, func(busy float64, runnable int) bool {
+		c.mu.Lock()
+		c.samples = append(c.samples, cpuSample{at: time.Since(start), busy: busy, runnable: runnable})
+		c.mu.Unlock()
+		return true
+	})
 	return c
+}
+
+// everySecond calls f with the fraction of all cores busy over each second
+// (from /proc/stat) and the tasks runnable at its end, until ctx ends or f
+// returns false.
+func everySecond(ctx context.Context, f func(busy float64, runnable int) bool) {
+	prevBusy, prevTotal, _ := readProcStat()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		busy, total, running := readProcStat()
+		if total > prevTotal && !f(float64(busy-prevBusy)/float64(total-prevTotal), running) {
+			return
+		}
+		prevBusy, prevTotal = busy, total
+	}
 }
 
 // window returns the mean busy fraction and the most runnable tasks of the

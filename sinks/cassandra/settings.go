@@ -76,7 +76,7 @@ type Settings struct {
 	// BuildingBatchSize and BuildingLinger are BatchSize and Linger while
 	// the table is building. Defaults 20000 and 1s: against 5000, Cassandra's
 	// CPU in the one-process floor of 1,000,000 shop events fell from 4.0 to
-	// 1.3 µs per event, the fused backfill from 21.6 to 17.8 s and the
+	// 1.2–1.3 µs per event, the fused backfill from 21.6 to 17.8 s and the
 	// deployed one from 36.9 to 32.6 s (scripts/bench, 2 December 2026);
 	// 50000 took Cassandra to 0.6 µs but the floor hardly faster, and a
 	// batch that size holds most of the broker's 50000 unacknowledged
