@@ -134,7 +134,8 @@ const floorTable = "user_activity_floor"
 
 // timeFloor rebuilds user_activity the way a backfill does, but in this
 // one process: a reader of the ledger, the validate and user-activity
-// transformations called directly, and the sink's batcher and applier
+// transformations called directly (user-activity's view operations handed
+// over unencoded, transform's ProcessOps), and the sink's batcher and applier
 // writing a table of their own with the building table's batches. No topic
 // is crossed. Its time is the floor of any backfill design on this machine:
 // the same reads, transformations and Cassandra writes, nothing else. The
@@ -207,17 +208,18 @@ func timeFloor(b *testing.B, s *shop, ledger string, n int, pids map[string]int)
 			continue // a malformed line: the deployed path dead-letters it
 		}
 		for _, v := range valid {
-			ops, err := useractivity.Transformation.Process(transform.Message{Key: v.Key, EventTime: v.EventTime, Payload: v.Payload, Origin: v.Origin})
+			// The view operations come as they are, not encoded to be
+			// decoded again (ProcessOps): no topic is crossed.
+			ops, err := useractivity.Transformation.ProcessOps(transform.Message{Key: v.Key, EventTime: v.EventTime, Payload: v.Payload, Origin: v.Origin})
 			if err != nil {
 				b.Fatalf("user-activity refused a valid event: %v", err)
 			}
 			for _, o := range ops {
-				op, err := envelope.DecodeRowOp(o.Payload)
-				if err != nil {
-					b.Fatalf("decoding a view operation: %v", err)
+				if o.Op == nil {
+					b.Fatalf("user-activity emitted a record, not a view operation: %s", o.Payload)
 				}
 				wg.Add(1)
-				if err := batcher.SubmitAsync(ctx, cassandra.Op{View: op, Origin: o.Origin}, done); err != nil {
+				if err := batcher.SubmitAsync(ctx, cassandra.Op{View: *o.Op, Origin: o.Origin}, done); err != nil {
 					b.Fatalf("submitting a view operation: %v", err)
 				}
 			}

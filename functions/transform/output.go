@@ -131,8 +131,10 @@ func (o Output) String() string {
 	return b.String()
 }
 
-// encode turns the output into a record, filling what it left to the input.
-func (o Output) encode(in Message) (Record, error) {
+// encode turns the output into a record, filling what it left to the
+// input; a view operation is encoded into the payload when encodeOps is
+// set, handed over as Record.Op otherwise.
+func (o Output) encode(in Message, encodeOps bool) (Record, error) {
 	if o.err != nil {
 		return Record{}, o.err
 	}
@@ -146,11 +148,17 @@ func (o Output) encode(in Message) (Record, error) {
 		if err := op.Validate(); err != nil {
 			return Record{}, err
 		}
-		payload, err := op.AppendJSON(nil)
-		if err != nil {
-			return Record{}, fmt.Errorf("encoding view operation on %s: %w", op.View, err)
+		rec.Key, rec.EventTime = o.view.messageKey(), op.EventTime
+		if !encodeOps && encodable(op.EventTime) {
+			op.EventTime = op.EventTime.Round(0) // the instant, as the wire keeps it
+			rec.Op = &op
+		} else {
+			payload, err := op.AppendJSON(nil)
+			if err != nil {
+				return Record{}, fmt.Errorf("encoding view operation on %s: %w", op.View, err)
+			}
+			rec.Payload = payload
 		}
-		rec.Key, rec.EventTime, rec.Payload = o.view.messageKey(), op.EventTime, payload
 	}
 	if rec.Key == "" {
 		rec.Key = in.Key
@@ -159,6 +167,15 @@ func (o Output) encode(in Message) (Record, error) {
 		rec.EventTime = in.EventTime
 	}
 	return rec, nil
+}
+
+// encodable reports whether RFC 3339 holds t, the one part of an operation
+// that Apply or Delete built whose encoding can fail: ProcessOps leaves an
+// operation at such a time to the encoding, which fails as Process fails.
+func encodable(t time.Time) bool {
+	var tmp [64]byte
+	_, err := t.AppendText(tmp[:0])
+	return err == nil
 }
 
 // rowMessageKey is the message key of a view operation: the key value itself

@@ -16,7 +16,7 @@ func BenchmarkEncodeViewOp(b *testing.B) {
 	out := Row("user_activity", "user", "u42").Apply(Add("purchases", 1), Add("spent_cents", 3998), Max("last_seen", benchAt)).At(benchAt)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := out.encode(benchIn); err != nil {
+		if _, err := out.encode(benchIn, true); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -28,7 +28,7 @@ func BenchmarkBuildAndEncodeViewOp(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		out := Row("user_activity", "user", "u42").Apply(Add("page_views", 1), Max("last_seen", benchAt), Set("last_url", "/p/sku-7")).At(benchAt)
-		if _, err := out.encode(benchIn); err != nil {
+		if _, err := out.encode(benchIn, true); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -39,7 +39,7 @@ func BenchmarkEncodeRecord(b *testing.B) {
 	out := EmitBytes("sku-7", []byte(`{"qty":2}`))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := out.encode(benchIn); err != nil {
+		if _, err := out.encode(benchIn, true); err != nil {
 			b.Fatal(err)
 		}
 	}

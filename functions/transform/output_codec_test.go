@@ -85,7 +85,7 @@ func TestEncodeMatchesJSON(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			out = out.At(time.Unix(rng.Int64N(4e9), 0).In(time.FixedZone("", 3600)))
 		}
-		rec, err := out.encode(in)
+		rec, err := out.encode(in, true)
 		op, _ := out.ViewOp()
 		if op.EventTime.IsZero() {
 			op.EventTime = in.EventTime

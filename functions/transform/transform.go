@@ -43,8 +43,17 @@ type Message struct {
 type Record struct {
 	Key       string
 	EventTime time.Time
-	Payload   []byte
-	Origin    envelope.Origin
+	// Payload is the encoded record: a record for the next topic, or the
+	// JSON of a view operation. It is nil for a view operation that
+	// ProcessOps returns unencoded (Op).
+	Payload []byte
+	Origin  envelope.Origin
+	// Op is the view operation itself when ProcessOps returned it, nil
+	// otherwise: what envelope.DecodeRowOp reads from the Payload that
+	// Process returns for it, the same view, key, kind, columns and values,
+	// and the same instant (EventTime's zone aside, which the wire writes
+	// as an offset).
+	Op *envelope.RowOp
 }
 
 // Processor is the pure step the runtime adapter and the contract suite
@@ -83,6 +92,22 @@ func New[E any](decode Decoder[E], fn Func[E]) *Transformation[E] {
 
 // Process decodes m, runs the author's function and encodes its outputs.
 func (t *Transformation[E]) Process(m Message) ([]Record, error) {
+	return t.process(m, true)
+}
+
+// ProcessOps is Process for a caller in the process that folds the view
+// operations (the one-process floor of a backfill, see admin/e2e): the
+// same records, checked the same way, except that each view operation is
+// handed over as the operation itself (Record.Op) instead of its JSON in
+// Payload, which the caller would only decode again. Records for a topic
+// are encoded as Process encodes them.
+func (t *Transformation[E]) ProcessOps(m Message) ([]Record, error) {
+	return t.process(m, false)
+}
+
+// process is Process, encoding view operations when encodeOps is set and
+// handing them over as they are otherwise.
+func (t *Transformation[E]) process(m Message, encodeOps bool) ([]Record, error) {
 	ev, err := t.decode(m.Payload)
 	if err != nil {
 		return nil, &MalformedError{Err: err}
@@ -93,7 +118,7 @@ func (t *Transformation[E]) Process(m Message) ([]Record, error) {
 	}
 	recs := make([]Record, 0, len(outs))
 	for i, out := range outs {
-		rec, err := out.encode(m)
+		rec, err := out.encode(m, encodeOps)
 		if err != nil {
 			return nil, fmt.Errorf("encoding output %d: %w", i, err)
 		}

@@ -148,3 +148,62 @@ func TestContract(t *testing.T) {
 		transform.Message{Key: "u2", EventTime: t0.Add(time.Second), Payload: []byte(`{"user":"u2","url":"/b"}`), Origin: origin},
 	)
 }
+
+// TestProcessOpsHandsOverWhatProcessEncodes runs the contract suite's
+// ProcessOps check over outputs at its edges: times in another zone, at
+// zero, with a monotonic reading, outside what RFC 3339 holds (an error
+// for both), keys and values that need escaping, composite keys, several
+// operations of one input, records beside operations.
+func TestProcessOpsHandsOverWhatProcessEncodes(t *testing.T) {
+	zone := time.FixedZone("", 2*3600+30*60)
+	in := transform.Message{Key: "u42", EventTime: t0, Payload: []byte(`{"a":1}`), Origin: origin}
+	cases := map[string][]transform.Output{
+		"a record and two operations on one row": {
+			transform.Emit("", map[string]int{"n": 1}),
+			transform.Row("v", "user", "u42").Apply(transform.Add("n", 1), transform.Max("last", t0)),
+			transform.Row("v", "user", "u42").Apply(transform.Set("s", "x")),
+		},
+		"a time in another zone":           {transform.Row("v", "id", 7).Apply(transform.Latest("at", t0.In(zone))).At(t0.Add(time.Second).In(zone))},
+		"a time with a monotonic reading":  {transform.Row("v", "id", 7).Delete().At(time.Now())},
+		"a composite key with escapes":     {transform.Row("v", "b", "q\"uo\\te").And("a", "é\n").Apply(transform.Set("c", "\u2028<>&"), transform.Min("f", 1.5e300))},
+		"a year that RFC 3339 cannot hold": {transform.Row("v", "id", 1).Delete().At(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))},
+		"a negative year":                  {transform.Row("v", "id", 1).Apply(transform.Add("n", -3)).At(time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC))},
+	}
+	for name, outs := range cases {
+		t.Run(name, func(t *testing.T) {
+			tr := passThrough(outs...)
+			want, wantErr := tr.Process(in)
+			got, err := tr.ProcessOps(in)
+			if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+				t.Fatalf("ProcessOps returned error %v, Process %v", err, wantErr)
+			}
+			if err != nil {
+				return
+			}
+			ops := 0
+			for i, rec := range got {
+				if rec.Op == nil {
+					if !reflect.DeepEqual(rec, want[i]) {
+						t.Errorf("record %d: ProcessOps %+v, Process %+v", i, rec, want[i])
+					}
+					continue
+				}
+				ops++
+				decoded, err := envelope.DecodeRowOp(want[i].Payload)
+				if err != nil {
+					t.Fatalf("record %d: decoding Process's payload: %v", i, err)
+				}
+				if !decoded.EventTime.Equal(rec.Op.EventTime) {
+					t.Errorf("record %d: time %v handed over, %v encoded", i, rec.Op.EventTime, decoded.EventTime)
+				}
+				decoded.EventTime = rec.Op.EventTime
+				if !reflect.DeepEqual(*rec.Op, decoded) || rec.Payload != nil || rec.Key != want[i].Key || !rec.EventTime.Equal(want[i].EventTime) || rec.Origin != want[i].Origin {
+					t.Errorf("record %d: ProcessOps %+v op %+v, Process %+v op %+v", i, rec, *rec.Op, want[i], decoded)
+				}
+			}
+			if ops == 0 {
+				t.Errorf("no view operation handed over")
+			}
+		})
+	}
+}

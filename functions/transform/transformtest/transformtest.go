@@ -11,7 +11,10 @@
 //     given inputs, random bytes from a fixed seed; and inputs whose fields
 //     are removed, nulled or given a wrong type must not panic either;
 //   - every output keeps its input's origin position, refined by its index
-//     when the input caused several (so that a sink tells them apart).
+//     when the input caused several (so that a sink tells them apart);
+//   - ProcessOps (when the Processor has it, as every Transformation does)
+//     returns the same records as Process, each view operation as the
+//     operation that Process's payload decodes to, or the same error.
 //
 // It assumes events are JSON objects, as all Foldline ledger events are.
 package transformtest
@@ -26,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime/debug"
 	"slices"
@@ -33,6 +37,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/transform"
@@ -111,6 +116,15 @@ func Run(t *testing.T, p transform.Processor, inputs ...transform.Message) {
 			}
 		}
 	})
+	if ops, ok := p.(opsProcessor); ok {
+		t.Run("ProcessOps hands over what Process encodes", func(t *testing.T) {
+			for i, m := range corpus {
+				if first[i].Panic == "" {
+					compareOps(t, m, first[i], ops)
+				}
+			}
+		})
+	}
 	t.Run("deterministic", func(t *testing.T) {
 		// Reversed order: an output that depends on what ran before differs.
 		reversed := make([]result, len(corpus))
@@ -133,6 +147,68 @@ func Run(t *testing.T, p transform.Processor, inputs ...transform.Message) {
 			compare(t, "a fresh process", corpus[i], first[i], fresh[i])
 		}
 	})
+}
+
+// opsProcessor is a Processor that can also hand its view operations over
+// unencoded, as transform.Transformation does.
+type opsProcessor interface {
+	ProcessOps(transform.Message) ([]transform.Record, error)
+}
+
+// compareOps checks that ProcessOps returns for m what Process returned
+// (want): the same error text, or the same records, each view operation
+// as the operation that Process's payload decodes to.
+func compareOps(t *testing.T, m transform.Message, want result, p opsProcessor) {
+	t.Helper()
+	recs, err := p.ProcessOps(m)
+	if err != nil || want.Err != "" {
+		if err == nil || err.Error() != want.Err {
+			t.Errorf("input %s: ProcessOps returned error %v, Process %q", describe(m), err, want.Err)
+		}
+		return
+	}
+	if len(recs) != len(want.Records) {
+		t.Errorf("input %s: ProcessOps returned %d records, Process %d", describe(m), len(recs), len(want.Records))
+		return
+	}
+	for j, got := range recs {
+		w := want.Records[j]
+		if got.Key != w.Key || !got.EventTime.Equal(w.EventTime) || got.Origin != w.Origin {
+			t.Errorf("input %s: record %d of ProcessOps has key %q, time %v, origin %+v; Process's %q, %v, %+v", describe(m), j, got.Key, got.EventTime, got.Origin, w.Key, w.EventTime, w.Origin)
+		}
+		if got.Op == nil {
+			if !bytes.Equal(got.Payload, w.Payload) {
+				t.Errorf("input %s: record %d of ProcessOps has payload %s, Process's %s", describe(m), j, got.Payload, w.Payload)
+			}
+			continue
+		}
+		decoded, err := envelope.DecodeRowOp(w.Payload)
+		if err != nil {
+			t.Errorf("input %s: record %d: ProcessOps handed over a view operation, but Process's payload is none: %v", describe(m), j, err)
+			continue
+		}
+		if !sameOp(*got.Op, decoded) || got.Payload != nil {
+			t.Errorf("input %s: record %d of ProcessOps is the operation %+v (payload %q), Process's decodes to %+v", describe(m), j, *got.Op, got.Payload, decoded)
+		}
+	}
+}
+
+// sameOp compares two view operations as a sink reads them: the event
+// time as an instant, an empty key or column list as none.
+func sameOp(a, b envelope.RowOp) bool {
+	if !a.EventTime.Equal(b.EventTime) {
+		return false
+	}
+	a.EventTime, b.EventTime = time.Time{}, time.Time{}
+	for _, op := range []*envelope.RowOp{&a, &b} {
+		if len(op.Key) == 0 {
+			op.Key = nil
+		}
+		if len(op.Columns) == 0 {
+			op.Columns = nil
+		}
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // result is what one Process call returned, in a form that compares and
