@@ -40,9 +40,13 @@ const (
 	minMaxMessageBytes  = 16 << 10
 	defaultRetryBackoff = 500 * time.Millisecond
 	maxRetryBackoff     = 30 * time.Second
-	// defaultGCPercent and defaultMemoryLimitMB: see gc.go.
-	defaultGCPercent     = 400
-	defaultMemoryLimitMB = 96
+)
+
+// The garbage collector's defaults, the user config keys gcPercent and
+// memoryLimitMB: see tuneGC.
+const (
+	DefaultGCPercent     = 400
+	DefaultMemoryLimitMB = 160
 )
 
 // inputSpec is one input topic or topic pattern.
@@ -425,7 +429,7 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 		return err
 	}
 	c.RetryBackoff = time.Duration(backoffMs) * time.Millisecond
-	c.GCPercent, c.MemoryLimitMB = defaultGCPercent, defaultMemoryLimitMB
+	c.GCPercent, c.MemoryLimitMB = DefaultGCPercent, DefaultMemoryLimitMB
 	if err := userCount(c.UserConfig, "gcPercent", &c.GCPercent); err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ func TestParseConfDetails(t *testing.T) {
 					c.SubscriptionPosition != pulsar.SubscriptionPositionLatest ||
 					c.DeadLetterTopic != "persistent://t/n/f-DLQ" || c.MaxRetries != defaultMaxRetries ||
 					c.Guarantee != atLeastOnce || c.Client != DefaultClientSettings() || c.KeyBasedBatching ||
-					c.GCPercent != defaultGCPercent || c.MemoryLimitMB != defaultMemoryLimitMB {
+					c.GCPercent != DefaultGCPercent || c.MemoryLimitMB != DefaultMemoryLimitMB {
 					t.Errorf("%+v", c)
 				}
 			},

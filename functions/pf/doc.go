@@ -82,7 +82,7 @@
 //     topic's restarted positions from redeliveries.
 //   - "gcPercent" (whole number) and "memoryLimitMB" (whole number, 0 for
 //     none): the Go garbage collector's target percentage and soft memory
-//     limit. Defaults 400 and 96: an instance's live heap is small, and
+//     limit. Defaults 400 and 160: an instance's live heap is small, and
 //     collecting less often saves CPU on every message (see gc.go). A
 //     handler that keeps a large live heap wants a higher limit (foldline
 //     deploy gives its Cassandra sink 512). GOGC and GOMEMLIMIT in the

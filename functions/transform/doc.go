@@ -13,7 +13,10 @@
 //
 // New binds a decoder and such a function into a Transformation, whose
 // Process method is the whole pure pipeline step: payload in, encoded
-// records out. The subpackage run hands a Transformation to the Pulsar
+// records out. ProcessOps is the same step for a caller that folds the view
+// operations in its own process (the floor benchmark of admin/e2e): each
+// operation is handed over as it was built, not encoded only to be decoded
+// again, and the contract suite checks it against Process. The subpackage run hands a Transformation to the Pulsar
 // function runtime (a transformation's main is one line), transformtest is
 // the contract suite every transformation passes from its test, and memview
 // applies view operations in memory with the reference merge semantics.
