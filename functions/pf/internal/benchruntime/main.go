@@ -776,7 +776,8 @@ func newClient(svc services.Services) (pulsar.Client, error) {
 // loopSettings are the plain loop's settings: tuned, as the runtime's
 // defaults (receiver queue 5000, 10 000 pending messages, no compression,
 // and its garbage collector: gcPercent 400 and a 160 MB soft limit, which
-// take the loop from 6.0–6.3 to µs per message, measured), or the client's
+// took the loop from 4.2–4.4 to 3.7 µs per message on ledger events and
+// from 6.0–6.3 to 5.1 on derived ones, single runs), or the client's
 // and Go's defaults with LZ4 and a 10 ms batching delay, as the runtime had
 // before its settings became user config. gcPercent 0 leaves Go's.
 var loopSettings = map[string]struct {
