@@ -71,7 +71,9 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		cpuBefore = cpuTimes(services)
 		selfBefore := proc.CPUTimeWithChildren(os.Getpid())
 		fusedStart := time.Now()
+		stopProfile := profileTo(b, "FOLDLINE_FUSED_CPUPROFILE")
 		fusedRes, err := backfill.Run(b.Context(), opts, false)
+		stopProfile()
 		if err != nil {
 			b.Fatalf("backfilling with the fused engine: %v", err)
 		}

@@ -103,19 +103,21 @@ func runtimeGC() func() {
 	}
 }
 
-// profileFloor writes a CPU profile of the timed floor alone to the file
-// FOLDLINE_FLOOR_CPUPROFILE names, if any (go test's -cpuprofile would
-// also hold the deploying, ingesting and checking around it); it returns
-// the function that stops it.
-func profileFloor(b *testing.B) func() {
+// profileTo writes a CPU profile of this process to the file that the
+// environment variable env names, if any, until the function it returns
+// is called: of the timed part of a benchmark alone (go test's -cpuprofile
+// would also hold the deploying, ingesting and checking around it). The
+// floor's is FOLDLINE_FLOOR_CPUPROFILE, the fused backfill's
+// FOLDLINE_FUSED_CPUPROFILE (its stage processes are not in it).
+func profileTo(b *testing.B, env string) func() {
 	b.Helper()
-	path := os.Getenv("FOLDLINE_FLOOR_CPUPROFILE")
+	path := os.Getenv(env)
 	if path == "" {
 		return func() {}
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		b.Fatalf("creating FOLDLINE_FLOOR_CPUPROFILE: %v", err)
+		b.Fatalf("creating %s: %v", env, err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
@@ -173,7 +175,7 @@ func timeFloor(b *testing.B, s *shop, ledger string, n int, pids map[string]int)
 	}
 	defer client.Close()
 
-	stopProfile := profileFloor(b)
+	stopProfile := profileTo(b, "FOLDLINE_FLOOR_CPUPROFILE")
 	cpuBefore := cpuTimes(pids)
 	start := time.Now()
 	batcher := cassandra.NewBatcher(applier, cfg.Settings.BuildingCut(), cfg.Settings.Pipeline)
