@@ -284,6 +284,7 @@ func (s *Set) checkFunction(f *Function) Problems {
 		ps = append(ps, f.Source.Problem("subName", "missing: name the subscription (backfill deploys under a new one)"))
 	}
 	ps = append(ps, s.checkUserConfig(f.Source, "userConfig", c.UserConfig)...)
+	ps = append(ps, checkMemory(f.Source, c.Resources, c.UserConfig)...)
 	return ps
 }
 
@@ -317,6 +318,9 @@ func (s *Set) checkUserConfig(src Source, field string, uc map[string]any) Probl
 		ps = append(ps, src.Problem(field+"."+pf.UserConfigCPUProfile, "a profiling switch of scripts/bench-runtime, not deployable: remove it"))
 	}
 	ps = append(ps, checkRuntimeClientConfig(src, field, uc)...)
+	if _, err := pf.ParseGCSettings(uc); err != nil {
+		ps = append(ps, userConfigProblems(src, field, err)...)
+	}
 	return ps
 }
 

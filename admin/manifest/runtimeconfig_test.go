@@ -8,7 +8,9 @@ import (
 	"github.com/foldline/foldline/admin/manifest"
 )
 
-func TestLoadChecksTheRuntimeClientSettings(t *testing.T) {
+// TestLoadChecksTheRuntimeSettings: the client settings, the collector's,
+// and resources.ram against the runtime's soft memory limit.
+func TestLoadChecksTheRuntimeSettings(t *testing.T) {
 	cases := []struct {
 		name  string
 		edits []edit
@@ -35,33 +37,68 @@ func TestLoadChecksTheRuntimeClientSettings(t *testing.T) {
 				{"views/user_activity.yaml", "maxPendingMessages: lots", "sink.userConfig.maxPendingMessages", "want a number"},
 			},
 		},
+		{
+			name:  "ram above 1.3 times the default limit",
+			edits: []edit{{"functions/purchases.yaml", "parallelism: 1", "parallelism: 1\nresources:\n  cpu: 1\n  ram: 268435456"}},
+		},
+		{
+			name: "ram above 1.3 times a lowered limit",
+			edits: []edit{{"functions/purchases.yaml", "parallelism: 1", "parallelism: 1\nresources:\n  ram: 134217728"},
+				{"functions/purchases.yaml", "  retryBackoffMs: 200", "  retryBackoffMs: 200\n  memoryLimitMB: 96\n  gcPercent: 200"}},
+		},
+		{
+			name:  "ram under 1.3 times the default limit",
+			edits: []edit{{"functions/purchases.yaml", "parallelism: 1", "parallelism: 1\nresources:\n  ram: 134217728"}},
+			want:  []wantProblem{{"functions/purchases.yaml", "ram: 134217728", "resources.ram", "134217728 bytes is under 1.3 × the runtime's soft memory limit (memoryLimitMB 160 MiB, the default): want at least 218103808"}},
+		},
+		{
+			name: "ram with no soft limit",
+			edits: []edit{{"functions/purchases.yaml", "parallelism: 1", "parallelism: 1\nresources:\n  ram: 1073741824"},
+				{"functions/purchases.yaml", "  retryBackoffMs: 200", "  retryBackoffMs: 200\n  memoryLimitMB: 0"}},
+			want: []wantProblem{{"functions/purchases.yaml", "ram: 1073741824", "resources.ram", "userConfig.memoryLimitMB is 0 (no soft limit)"}},
+		},
+		{
+			name: "bad collector settings, each at its line",
+			edits: []edit{{"functions/purchases.yaml", "  retryBackoffMs: 200", "  retryBackoffMs: 200\n  gcPercent: -5\n  memoryLimitMB: lots"},
+				{"views/user_activity.yaml", "    batch_size: 1000", "    batch_size: 1000\n    memoryLimitMB: 1.5"}},
+			want: []wantProblem{
+				{"functions/purchases.yaml", "gcPercent: -5", "userConfig.gcPercent", "want a whole number from 0"},
+				{"functions/purchases.yaml", "memoryLimitMB: lots", "userConfig.memoryLimitMB", `want a number, got "lots"`},
+				{"views/user_activity.yaml", "memoryLimitMB: 1.5", "sink.userConfig.memoryLimitMB", "want a whole number from 0"},
+			},
+		},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := copyShopManifests(t)
-			for _, e := range tc.edits {
-				applyEdit(t, dir, e)
-			}
-			_, err := manifest.Load(dir)
-			if len(tc.want) == 0 {
-				if err != nil {
-					t.Fatalf("Load: %v", err)
-				}
-				return
-			}
-			var problems manifest.Problems
-			if !errors.As(err, &problems) {
-				t.Fatalf("Load error = %v, want problems", err)
-			}
-			for _, w := range tc.want {
-				file := filepath.Join(dir, w.file)
-				if !hasProblem(problems, file, lineOf(t, file, w.at), w.field, w.message) {
-					t.Errorf("missing problem %s: %s: …%s…\ngot:\n%v", w.file, w.field, w.message, problems)
-				}
-			}
-			if len(problems) != len(tc.want) {
-				t.Errorf("got %d problems, want %d:\n%v", len(problems), len(tc.want), problems)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkEditedShop(t, tc.edits, tc.want) })
+	}
+}
+
+// checkEditedShop loads the shop's manifests with edits applied and checks
+// that Load reports exactly the problems want (none: it loads).
+func checkEditedShop(t *testing.T, edits []edit, want []wantProblem) {
+	t.Helper()
+	dir := copyShopManifests(t)
+	for _, e := range edits {
+		applyEdit(t, dir, e)
+	}
+	_, err := manifest.Load(dir)
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		return
+	}
+	var problems manifest.Problems
+	if !errors.As(err, &problems) {
+		t.Fatalf("Load error = %v, want problems", err)
+	}
+	for _, w := range want {
+		file := filepath.Join(dir, w.file)
+		if !hasProblem(problems, file, lineOf(t, file, w.at), w.field, w.message) {
+			t.Errorf("missing problem %s: %s: …%s…\ngot:\n%v", w.file, w.field, w.message, problems)
+		}
+	}
+	if len(problems) != len(want) {
+		t.Errorf("got %d problems, want %d:\n%v", len(problems), len(want), problems)
 	}
 }

@@ -429,17 +429,14 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 		return err
 	}
 	c.RetryBackoff = time.Duration(backoffMs) * time.Millisecond
-	c.GCPercent, c.MemoryLimitMB = DefaultGCPercent, DefaultMemoryLimitMB
-	if err := userCount(c.UserConfig, "gcPercent", &c.GCPercent); err != nil {
+	gc, err := ParseGCSettings(c.UserConfig)
+	if err != nil {
 		return err
 	}
-	if err := userCount(c.UserConfig, "memoryLimitMB", &c.MemoryLimitMB); err != nil {
-		return err
-	}
+	c.GCPercent, c.MemoryLimitMB = gc.Percent, gc.MemoryLimitMB
 	if err := userString(c.UserConfig, UserConfigCPUProfile, &c.CPUProfile); err != nil {
 		return err
 	}
-	var err error
 	if c.Until, err = parseCutoff(c.UserConfig); err != nil {
 		return err
 	}

@@ -1,9 +1,37 @@
 package pf
 
 import (
+	"errors"
 	"math"
 	"runtime/debug"
 )
+
+// The user config keys of the garbage collector's settings.
+const (
+	UserConfigGCPercent     = "gcPercent"
+	UserConfigMemoryLimitMB = "memoryLimitMB"
+)
+
+// GCSettings are the garbage collector's settings an instance runs with.
+type GCSettings struct {
+	// Percent is GOGC's target percentage.
+	Percent int
+	// MemoryLimitMB is the soft memory limit in MiB; 0 sets none.
+	MemoryLimitMB int
+}
+
+// ParseGCSettings reads gcPercent and memoryLimitMB from a user config,
+// DefaultGCPercent and DefaultMemoryLimitMB where they are unset. Each bad
+// value is a *UserConfigError naming its key (joined when both are bad):
+// foldline lint refuses what an instance would refuse to start with.
+func ParseGCSettings(uc map[string]any) (GCSettings, error) {
+	s := GCSettings{Percent: DefaultGCPercent, MemoryLimitMB: DefaultMemoryLimitMB}
+	err := errors.Join(userCount(uc, UserConfigGCPercent, &s.Percent), userCount(uc, UserConfigMemoryLimitMB, &s.MemoryLimitMB))
+	if err != nil {
+		return GCSettings{}, err
+	}
+	return s, nil
+}
 
 // tuneGC sets the garbage collector from the user config keys gcPercent and
 // memoryLimitMB, unless the process environment sets GOGC or GOMEMLIMIT
