@@ -27,6 +27,12 @@ func ReadLedger(ctx context.Context, client pulsar.Client, topics []string, size
 		type cursor struct {
 			r    pulsar.Reader
 			next *Message
+			// last is the topic's last entry when reading started: while
+			// the event read last is of an earlier entry, more is there
+			// without asking HasNext, which costs the client two
+			// goroutines, a channel and a context per call (0.66 µs of
+			// the fused backfill's CPU per event in its profile).
+			last struct{ ledger, entry int64 }
 		}
 		var cursors []*cursor
 		defer func() {
@@ -35,8 +41,10 @@ func ReadLedger(ctx context.Context, client pulsar.Client, topics []string, size
 			}
 		}()
 		advance := func(c *cursor) error {
+			more := c.next != nil && c.last.entry >= 0 &&
+				(c.next.Ledger < c.last.ledger || c.next.Ledger == c.last.ledger && c.next.Entry < c.last.entry)
 			c.next = nil
-			if !c.r.HasNext() {
+			if !more && !c.r.HasNext() {
 				return nil
 			}
 			msg, err := c.r.Next(ctx)
@@ -54,6 +62,10 @@ func ReadLedger(ctx context.Context, client pulsar.Client, topics []string, size
 				return
 			}
 			c := &cursor{r: r}
+			c.last.entry = -1 // unknown: HasNext decides
+			if id, err := r.GetLastMessageID(); err == nil {
+				c.last.ledger, c.last.entry = id.LedgerID(), id.EntryID()
+			}
 			cursors = append(cursors, c)
 			if err := advance(c); err != nil {
 				yield(nil, err)
