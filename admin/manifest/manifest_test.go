@@ -1,7 +1,6 @@
 package manifest_test
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,34 +206,7 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 		},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := copyShopManifests(t)
-			for _, e := range tc.edits {
-				applyEdit(t, dir, e)
-			}
-			_, err := manifest.Load(dir)
-			if len(tc.want) == 0 {
-				if err != nil {
-					t.Fatalf("Load: %v", err)
-				}
-				return
-			}
-			if !errors.Is(err, manifest.ErrInvalid) {
-				t.Fatalf("Load error = %v, want problems (ErrInvalid)", err)
-			}
-			var problems manifest.Problems
-			errors.As(err, &problems)
-			for _, w := range tc.want {
-				file := filepath.Join(dir, w.file)
-				line := lineOf(t, file, w.at)
-				if !hasProblem(problems, file, line, w.field, w.message) {
-					t.Errorf("missing problem %s:%d: %s: …%s…\ngot:\n%v", file, line, w.field, w.message, problems)
-				}
-			}
-			if len(problems) > len(tc.want) {
-				t.Errorf("got %d problems, want %d:\n%v", len(problems), len(tc.want), problems)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantExactly(t, tc.edits, tc.want) })
 	}
 }
 

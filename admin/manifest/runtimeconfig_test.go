@@ -1,12 +1,6 @@
 package manifest_test
 
-import (
-	"errors"
-	"path/filepath"
-	"testing"
-
-	"github.com/foldline/foldline/admin/manifest"
-)
+import "testing"
 
 // TestLoadChecksTheRuntimeSettings: the client settings, the collector's,
 // and resources.ram against the runtime's soft memory limit.
@@ -69,36 +63,6 @@ func TestLoadChecksTheRuntimeSettings(t *testing.T) {
 		},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { checkEditedShop(t, tc.edits, tc.want) })
-	}
-}
-
-// checkEditedShop loads the shop's manifests with edits applied and checks
-// that Load reports exactly the problems want (none: it loads).
-func checkEditedShop(t *testing.T, edits []edit, want []wantProblem) {
-	t.Helper()
-	dir := copyShopManifests(t)
-	for _, e := range edits {
-		applyEdit(t, dir, e)
-	}
-	_, err := manifest.Load(dir)
-	if len(want) == 0 {
-		if err != nil {
-			t.Fatalf("Load: %v", err)
-		}
-		return
-	}
-	var problems manifest.Problems
-	if !errors.As(err, &problems) {
-		t.Fatalf("Load error = %v, want problems", err)
-	}
-	for _, w := range want {
-		file := filepath.Join(dir, w.file)
-		if !hasProblem(problems, file, lineOf(t, file, w.at), w.field, w.message) {
-			t.Errorf("missing problem %s: %s: …%s…\ngot:\n%v", w.file, w.field, w.message, problems)
-		}
-	}
-	if len(problems) != len(want) {
-		t.Errorf("got %d problems, want %d:\n%v", len(problems), len(want), problems)
+		t.Run(tc.name, func(t *testing.T) { wantExactly(t, tc.edits, tc.want) })
 	}
 }

@@ -220,7 +220,7 @@ func TestRetargetLeavesNoTopicInTheOldTenant(t *testing.T) {
 
 // wantExactly loads a copy of the shop manifests with edits applied (an
 // edit with new empty comments old out) and checks that the problems are
-// exactly want.
+// exactly want: with none, that the manifests load.
 func wantExactly(t *testing.T, edits []edit, want []wantProblem) {
 	t.Helper()
 	dir := copyShopManifests(t)
@@ -231,9 +231,15 @@ func wantExactly(t *testing.T, edits []edit, want []wantProblem) {
 		applyEdit(t, dir, e)
 	}
 	_, err := manifest.Load(dir)
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		return
+	}
 	var problems manifest.Problems
-	if !errors.As(err, &problems) {
-		t.Fatalf("Load error = %v, want problems", err)
+	if !errors.Is(err, manifest.ErrInvalid) || !errors.As(err, &problems) {
+		t.Fatalf("Load error = %v, want problems (ErrInvalid)", err)
 	}
 	for _, w := range want {
 		file := filepath.Join(dir, w.file)

@@ -116,7 +116,7 @@ func Run(t *testing.T, p transform.Processor, inputs ...transform.Message) {
 			}
 		}
 	})
-	if ops, ok := p.(opsProcessor); ok {
+	if ops, ok := p.(OpsProcessor); ok {
 		t.Run("ProcessOps hands over what Process encodes", func(t *testing.T) {
 			for i, m := range corpus {
 				if first[i].Panic == "" {
@@ -149,16 +149,34 @@ func Run(t *testing.T, p transform.Processor, inputs ...transform.Message) {
 	})
 }
 
-// opsProcessor is a Processor that can also hand its view operations over
+// OpsProcessor is a Processor that can also hand its view operations over
 // unencoded, as transform.Transformation does.
-type opsProcessor interface {
+type OpsProcessor interface {
+	transform.Processor
 	ProcessOps(transform.Message) ([]transform.Record, error)
+}
+
+// CheckProcessOps checks, for each input, that ProcessOps returns what
+// Process returns: the same error text, or the same records, each view
+// operation as the operation that Process's payload decodes to. Run does
+// this over its corpus; call it for inputs that Run's other checks do not
+// suit (outputs that fail on purpose, times from a clock).
+func CheckProcessOps(t testing.TB, p OpsProcessor, inputs ...transform.Message) {
+	t.Helper()
+	for _, m := range inputs {
+		want := call(p, m)
+		if want.Panic != "" {
+			t.Errorf("input %s: Process panicked: %s", describe(m), want.Panic)
+			continue
+		}
+		compareOps(t, m, want, p)
+	}
 }
 
 // compareOps checks that ProcessOps returns for m what Process returned
 // (want): the same error text, or the same records, each view operation
 // as the operation that Process's payload decodes to.
-func compareOps(t *testing.T, m transform.Message, want result, p opsProcessor) {
+func compareOps(t testing.TB, m transform.Message, want result, p OpsProcessor) {
 	t.Helper()
 	recs, err := p.ProcessOps(m)
 	if err != nil || want.Err != "" {
