@@ -46,12 +46,13 @@ func (inst *instance) runLocal(ctx context.Context, in io.Reader, out io.Writer)
 		if kind != localwire.KindInput {
 			return fmt.Errorf("reading local input: %w: frame kind %q", localwire.ErrFrame, kind)
 		}
-		frame, err := r.Input()
-		if err != nil {
+		msg := new(localMessage) // the frame and its message in one allocation
+		if err := r.InputInto(&msg.f); err != nil {
 			return fmt.Errorf("reading local input: %w", err)
 		}
-		w.setSeq(frame.Seq)
-		if err := inst.process(ctx, newLocalMessage(frame), w); err != nil {
+		msg.id = localID{ledger: msg.f.Ledger, entry: msg.f.Entry, batch: int32(msg.f.Batch)}
+		w.setSeq(msg.f.Seq)
+		if err := inst.process(ctx, msg, w); err != nil {
 			return err
 		}
 		if err := inst.sess.err(); err != nil {
@@ -102,7 +103,7 @@ func (s *localSink) Ack(msg pulsar.Message) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.w.Done(m.seq)
+	return s.w.Done(m.f.Seq)
 }
 
 // Nack is never called: a failed local write ends the run.
@@ -110,30 +111,37 @@ func (s *localSink) Nack(pulsar.Message) {}
 
 // localMessage is an input frame as the pulsar.Message the runtime handles.
 type localMessage struct {
-	seq                    uint64
-	topic, key             string
-	payload                []byte
-	props                  map[string]string
-	id                     pulsar.MessageID
-	eventTime, publishTime time.Time
+	f  localwire.Input
+	id localID
 }
 
-func newLocalMessage(f *localwire.Input) *localMessage {
-	return &localMessage{
-		seq: f.Seq, topic: f.Topic, key: f.Key, payload: f.Payload, props: f.Properties,
-		id:        pulsar.NewMessageID(f.Ledger, f.Entry, int32(f.Batch), -1),
-		eventTime: f.EventTime, publishTime: f.PublishTime,
-	}
+// localID is a local input's position: its own (a ledger event's) or, for
+// a derived message, -1:-1:-1.
+type localID struct {
+	ledger, entry int64
+	batch         int32
 }
 
-func (m *localMessage) Topic() string                                   { return m.topic }
+func (id *localID) Serialize() []byte {
+	return pulsar.NewMessageID(id.ledger, id.entry, id.batch, -1).Serialize()
+}
+func (id *localID) LedgerID() int64     { return id.ledger }
+func (id *localID) EntryID() int64      { return id.entry }
+func (id *localID) BatchIdx() int32     { return id.batch }
+func (id *localID) PartitionIdx() int32 { return -1 }
+func (id *localID) BatchSize() int32    { return 0 }
+func (id *localID) String() string {
+	return pulsar.NewMessageID(id.ledger, id.entry, id.batch, -1).String()
+}
+
+func (m *localMessage) Topic() string                                   { return m.f.Topic }
 func (m *localMessage) ProducerName() string                            { return "local" }
-func (m *localMessage) Properties() map[string]string                   { return m.props }
-func (m *localMessage) Payload() []byte                                 { return m.payload }
-func (m *localMessage) ID() pulsar.MessageID                            { return m.id }
-func (m *localMessage) PublishTime() time.Time                          { return m.publishTime }
-func (m *localMessage) EventTime() time.Time                            { return m.eventTime }
-func (m *localMessage) Key() string                                     { return m.key }
+func (m *localMessage) Properties() map[string]string                   { return m.f.Properties }
+func (m *localMessage) Payload() []byte                                 { return m.f.Payload }
+func (m *localMessage) ID() pulsar.MessageID                            { return &m.id }
+func (m *localMessage) PublishTime() time.Time                          { return m.f.PublishTime }
+func (m *localMessage) EventTime() time.Time                            { return m.f.EventTime }
+func (m *localMessage) Key() string                                     { return m.f.Key }
 func (m *localMessage) OrderingKey() string                             { return "" }
 func (m *localMessage) RedeliveryCount() uint32                         { return 0 }
 func (m *localMessage) IsReplicated() bool                              { return false }

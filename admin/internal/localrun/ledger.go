@@ -25,8 +25,10 @@ import (
 func ReadLedger(ctx context.Context, client pulsar.Client, topics []string, size int) iter.Seq2[[]Message, error] {
 	return func(yield func([]Message, error) bool) {
 		type cursor struct {
-			r    pulsar.Reader
-			next *Message
+			r pulsar.Reader
+			// next is the topic's next event, when has.
+			next Message
+			has  bool
 			// last is the topic's last entry when reading started: while
 			// the event read last is of an earlier entry, more is there
 			// without asking HasNext, which costs the client two
@@ -41,9 +43,9 @@ func ReadLedger(ctx context.Context, client pulsar.Client, topics []string, size
 			}
 		}()
 		advance := func(c *cursor) error {
-			more := c.next != nil && c.last.entry >= 0 &&
+			more := c.has && c.last.entry >= 0 &&
 				(c.next.Ledger < c.last.ledger || c.next.Ledger == c.last.ledger && c.next.Entry < c.last.entry)
-			c.next = nil
+			c.has = false
 			if !more && !c.r.HasNext() {
 				return nil
 			}
@@ -51,8 +53,7 @@ func ReadLedger(ctx context.Context, client pulsar.Client, topics []string, size
 			if err != nil {
 				return fmt.Errorf("reading the ledger: %w", err)
 			}
-			m := FromPulsar(msg)
-			c.next = &m
+			c.next, c.has = FromPulsar(msg), true
 			return nil
 		}
 		for _, topic := range topics {
@@ -76,14 +77,14 @@ func ReadLedger(ctx context.Context, client pulsar.Client, topics []string, size
 		for {
 			var first *cursor
 			for _, c := range cursors {
-				if c.next != nil && (first == nil || c.next.PublishTime.Before(first.next.PublishTime)) {
+				if c.has && (first == nil || c.next.PublishTime.Before(first.next.PublishTime)) {
 					first = c
 				}
 			}
 			if first == nil {
 				break
 			}
-			batch = append(batch, *first.next)
+			batch = append(batch, first.next)
 			if err := advance(first); err != nil {
 				yield(nil, err)
 				return

@@ -194,7 +194,7 @@ type eventKey struct {
 // their origin positions, as they left the ledger.
 func sortByOrigin(in []Message) {
 	origin := func(m Message) envelope.Origin {
-		o, err := envelope.OriginFromProperties(m.Properties)
+		o, err := originOf(m)
 		if err != nil {
 			return envelope.Origin{Topic: m.Topic, Position: envelope.Position{Ledger: m.Ledger, Entry: m.Entry, Batch: int32(m.Batch)}}
 		}
@@ -209,10 +209,46 @@ func sortByOrigin(in []Message) {
 	})
 }
 
-// run sends the stage its inputs and returns the outputs of each.
-func (s *stage) run(in []Message) ([][]*localwire.Output, error) {
+// originOf reads the origin a derived message carries in its properties,
+// encoded (a stage's output passed on) or not.
+func originOf(m Message) (envelope.Origin, error) {
+	if m.Encoded == nil {
+		return envelope.OriginFromProperties(m.Properties)
+	}
+	f, err := localwire.ParseFields(m.Encoded)
+	if err != nil {
+		return envelope.Origin{}, err
+	}
+	return fieldsOrigin(f)
+}
+
+// fieldsOrigin reads the origin among encoded properties as
+// envelope.OriginFromProperties does, without making a map of them but
+// to say what is wrong.
+func fieldsOrigin(f localwire.Fields) (envelope.Origin, error) {
+	topic, hasTopic := f.Property(envelope.PropOriginTopic)
+	pos, hasPos := f.Property(envelope.PropOriginPosition)
+	if hasTopic && hasPos && len(topic) > 0 {
+		if p, err := envelope.ParsePosition(string(pos)); err == nil {
+			return envelope.Origin{Topic: string(topic), Position: p}, nil
+		}
+	}
+	props := map[string]string{}
+	if hasTopic {
+		props[envelope.PropOriginTopic] = string(topic)
+	}
+	if hasPos {
+		props[envelope.PropOriginPosition] = string(pos)
+	}
+	return envelope.OriginFromProperties(props)
+}
+
+// run sends the stage its inputs and returns their outputs in input order,
+// their fields after the topic still encoded (localwire.Input.Encoded),
+// and the number of the input each is for.
+func (s *stage) run(in []Message) (outs []Message, inputs []int32, err error) {
 	if len(in) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	first := s.seq + 1
 	var wg sync.WaitGroup
@@ -230,39 +266,51 @@ func (s *stage) run(in []Message) ([][]*localwire.Output, error) {
 		}
 		writeErr = s.w.Flush()
 	}()
-	byInput := make([][]*localwire.Output, len(in))
+	outs, inputs = make([]Message, 0, len(in)), make([]int32, 0, len(in))
+	// arena holds the outputs' encoded fields: one allocation for a batch
+	// of them, not a few per output.
+	var arena []byte
 	for done := 0; done < len(in); {
 		kind, err := s.r.Next()
 		if err != nil {
 			wg.Wait()
-			return nil, s.failed(errors.Join(err, writeErr))
+			return nil, nil, s.failed(errors.Join(err, writeErr))
 		}
 		switch kind {
 		case localwire.KindOutput:
-			o, err := s.r.Output()
+			seq, topic, encoded, err := s.r.OutputEncoded()
 			if err != nil {
-				return nil, s.failed(err)
+				return nil, nil, s.failed(err)
 			}
-			i := int(o.Seq - first)
+			i := int(seq - first)
 			if i < 0 || i >= len(in) {
-				return nil, s.failed(fmt.Errorf("an output of input %d, not one of %d..%d", o.Seq, first, first+uint64(len(in))-1))
+				return nil, nil, s.failed(fmt.Errorf("an output of input %d, not one of %d..%d", seq, first, first+uint64(len(in))-1))
 			}
-			byInput[i] = append(byInput[i], o)
+			if cap(arena)-len(arena) < len(encoded) {
+				arena = make([]byte, 0, max(len(encoded), arenaBytes))
+			}
+			start := len(arena)
+			arena = append(arena, encoded...)
+			outs = append(outs, Message{Seq: seq, Topic: topic, Ledger: -1, Entry: -1, Batch: -1, Encoded: arena[start:len(arena):len(arena)]})
+			inputs = append(inputs, int32(i))
 		case localwire.KindDone:
 			if _, err := s.r.Done(); err != nil {
-				return nil, s.failed(err)
+				return nil, nil, s.failed(err)
 			}
 			done++
 		default:
-			return nil, s.failed(fmt.Errorf("%w: kind %q from the function", localwire.ErrFrame, kind))
+			return nil, nil, s.failed(fmt.Errorf("%w: kind %q from the function", localwire.ErrFrame, kind))
 		}
 	}
 	wg.Wait()
 	if writeErr != nil {
-		return nil, s.failed(writeErr)
+		return nil, nil, s.failed(writeErr)
 	}
-	return byInput, nil
+	return outs, inputs, nil
 }
+
+// arenaBytes is the size of the buffers run keeps outputs in.
+const arenaBytes = 256 << 10
 
 // failed wraps err with the function's name and its last log lines.
 func (s *stage) failed(err error) error {

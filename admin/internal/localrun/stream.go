@@ -109,38 +109,40 @@ func (p *Pipeline) Stream(ctx context.Context, batches iter.Seq2[[]Message, erro
 // the next topic, counting (and, with OnDeadLetter, handing over) the
 // dead letters.
 func (p *Pipeline) step(s *stage, in []Message) ([]Message, error) {
-	byInput, err := s.run(in)
+	outs, inputs, err := s.run(in)
 	if err != nil {
 		return nil, err
 	}
-	next := make([]Message, 0, len(in))
-	for i, outs := range byInput {
-		for _, o := range outs {
-			if o.Topic == s.st.DeadLetterTopic() {
-				if err := p.deadLetter(s, o, in[i]); err != nil {
-					return nil, err
-				}
-				continue
+	next := outs[:0] // the dead letters taken out in place
+	dlt := s.st.DeadLetterTopic()
+	for i, o := range outs {
+		if o.Topic == dlt {
+			if err := p.deadLetter(s, o, in[inputs[i]]); err != nil {
+				return nil, err
 			}
-			next = append(next, Message{Topic: o.Topic, Ledger: -1, Entry: -1, Batch: -1,
-				Key: o.Key, Payload: o.Payload, Properties: o.Properties, EventTime: o.EventTime})
+			continue
 		}
+		next = append(next, o)
 	}
 	return next, nil
 }
 
-// deadLetter counts a stage's dead letter o of input in and hands it to
-// OnDeadLetter with in's ledger origin.
-func (p *Pipeline) deadLetter(s *stage, o *localwire.Output, in Message) error {
+// deadLetter counts a stage's dead letter letter of input in and hands it
+// to OnDeadLetter with in's ledger origin.
+func (p *Pipeline) deadLetter(s *stage, letter, in Message) error {
 	p.mu.Lock()
 	p.DeadLetters[s.st.Name]++
 	p.mu.Unlock()
 	if p.OnDeadLetter == nil {
 		return nil
 	}
+	o, err := localwire.DecodeOutput(letter.Seq, letter.Topic, letter.Encoded)
+	if err != nil {
+		return s.failed(err)
+	}
 	origin := envelope.Origin{Topic: in.Topic, Position: envelope.Position{Ledger: in.Ledger, Entry: in.Entry, Batch: int32(in.Batch)}}
 	if in.Ledger < 0 { // a derived message: its origin is in its properties
-		origin, _ = envelope.OriginFromProperties(in.Properties) // none: the zero origin
+		origin, _ = originOf(in) // none: the zero origin
 	}
 	if err := p.OnDeadLetter(o, origin); err != nil {
 		return fmt.Errorf("sending a dead letter of %s to %s: %w", s.st.Name, o.Topic, err)
@@ -152,26 +154,83 @@ func (p *Pipeline) deadLetter(s *stage, o *localwire.Output, in Message) error {
 // sink's input) and calls op for each, with the ledger event among events
 // that caused it.
 func (p *Pipeline) emit(events, msgs []Message, op func(cassandra.Op, Message) error) error {
-	byOrigin := make(map[eventKey]Message, len(events))
-	for _, e := range events {
-		byOrigin[eventKey{e.Topic, e.Ledger, e.Entry, e.Batch}] = e
-	}
+	causes := causes{events: events}
+	var topic string // the origin topic of the last operation: the next one's too, most often
 	for _, m := range msgs {
 		if m.Topic != p.sinkInput {
 			continue
 		}
-		vo, err := envelope.DecodeRowOp(m.Payload)
-		if err != nil {
-			return fmt.Errorf("a view operation on %s: %w", p.sinkInput, err)
-		}
-		origin, err := envelope.OriginFromProperties(m.Properties)
+		payload, origin, err := payloadAndOrigin(m, topic)
 		if err != nil {
 			return fmt.Errorf("the origin of a view operation on %s: %w", p.sinkInput, err)
 		}
-		pos := origin.Position
-		if err := op(cassandra.Op{View: vo, Origin: origin}, byOrigin[eventKey{origin.Topic, pos.Ledger, pos.Entry, int64(pos.Batch)}]); err != nil {
+		topic = origin.Topic
+		vo, err := envelope.DecodeRowOp(payload)
+		if err != nil {
+			return fmt.Errorf("a view operation on %s: %w", p.sinkInput, err)
+		}
+		if err := op(cassandra.Op{View: vo, Origin: origin}, causes.of(origin)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// payloadAndOrigin returns a derived message's payload and origin; the
+// origin's topic is the string lastTopic when they are equal.
+func payloadAndOrigin(m Message, lastTopic string) ([]byte, envelope.Origin, error) {
+	if m.Encoded == nil {
+		origin, err := envelope.OriginFromProperties(m.Properties)
+		return m.Payload, origin, err
+	}
+	f, err := localwire.ParseFields(m.Encoded)
+	if err != nil {
+		return nil, envelope.Origin{}, err
+	}
+	if t, ok := f.Property(envelope.PropOriginTopic); ok && lastTopic != "" && string(t) == lastTopic {
+		pos, hasPos := f.Property(envelope.PropOriginPosition)
+		if p, err := envelope.ParsePosition(string(pos)); hasPos && err == nil {
+			return f.Payload, envelope.Origin{Topic: lastTopic, Position: p}, nil
+		}
+	}
+	origin, err := fieldsOrigin(f)
+	return f.Payload, origin, err
+}
+
+// causes finds the ledger event among events that caused a view operation.
+// The operations of a chain come in the events' order, so a cursor finds
+// it a few events on at most (events with no operation in between); the
+// operations of a path fed batch by batch may come in another order, and
+// a map, made on the first miss, finds it then.
+type causes struct {
+	events []Message
+	next   int
+	byKey  map[eventKey]int
+}
+
+// causesLookahead is how many events on the cursor looks.
+const causesLookahead = 32
+
+// of returns the event at origin, or the zero Message when events hold
+// none.
+func (c *causes) of(origin envelope.Origin) Message {
+	pos := origin.Position
+	for i := c.next; i < len(c.events) && i < c.next+causesLookahead; i++ {
+		if e := &c.events[i]; e.Entry == pos.Entry && e.Batch == int64(pos.Batch) && e.Ledger == pos.Ledger && e.Topic == origin.Topic {
+			c.next = i
+			return *e
+		}
+	}
+	if c.byKey == nil {
+		c.byKey = make(map[eventKey]int, len(c.events))
+		for i, e := range c.events {
+			c.byKey[eventKey{e.Topic, e.Ledger, e.Entry, e.Batch}] = i
+		}
+	}
+	i, ok := c.byKey[eventKey{origin.Topic, pos.Ledger, pos.Entry, int64(pos.Batch)}]
+	if !ok {
+		return Message{}
+	}
+	c.next = i
+	return c.events[i]
 }

@@ -46,6 +46,11 @@ type Input struct {
 	Properties           map[string]string
 	EventTime            time.Time
 	PublishTime          time.Time
+	// Encoded, when set, stands for Key, Payload, Properties and EventTime,
+	// which are then unset: those fields as an Output frame holds them
+	// (Reader.OutputEncoded), written on unchanged. A driver passes one
+	// function's outputs to the next this way without decoding them.
+	Encoded []byte
 }
 
 // Output is one message the function sent for input Seq.
@@ -114,10 +119,14 @@ func (w *Writer) Input(in *Input) error {
 	w.varint(in.Ledger)
 	w.varint(in.Entry)
 	w.varint(in.Batch)
-	w.str(in.Key)
-	w.bytes(in.Payload)
-	w.props(in.Properties)
-	w.time(in.EventTime)
+	if in.Encoded != nil {
+		w.buf = append(w.buf, in.Encoded...)
+	} else {
+		w.str(in.Key)
+		w.bytes(in.Payload)
+		w.props(in.Properties)
+		w.time(in.EventTime)
+	}
 	w.time(in.PublishTime)
 	return w.frame(KindInput)
 }
@@ -266,11 +275,8 @@ func (r *Reader) time() time.Time {
 }
 
 func (r *Reader) props() map[string]string {
-	n := r.uvarint()
-	if r.err != nil || n > uint64(len(r.buf)) {
-		if r.err == nil {
-			r.err = fmt.Errorf("%w: too many properties", ErrFrame)
-		}
+	n := r.propCount()
+	if r.err != nil {
 		return nil
 	}
 	p := make(map[string]string, n)
@@ -283,15 +289,112 @@ func (r *Reader) props() map[string]string {
 
 // Input decodes the frame Next returned as KindInput.
 func (r *Reader) Input() (*Input, error) {
-	in := &Input{Seq: r.uvarint(), Topic: r.name(), Ledger: r.varint(), Entry: r.varint(), Batch: r.varint(),
+	in := new(Input)
+	return in, r.InputInto(in)
+}
+
+// InputInto decodes the frame Next returned as KindInput into in.
+func (r *Reader) InputInto(in *Input) error {
+	*in = Input{Seq: r.uvarint(), Topic: r.name(), Ledger: r.varint(), Entry: r.varint(), Batch: r.varint(),
 		Key: r.str(), Payload: r.bytes(), Properties: r.props(), EventTime: r.time(), PublishTime: r.time()}
-	return in, r.err
+	return r.err
 }
 
 // Output decodes the frame Next returned as KindOutput.
 func (r *Reader) Output() (*Output, error) {
-	out := &Output{Seq: r.uvarint(), Topic: r.name(), Key: r.str(), Payload: r.bytes(), Properties: r.props(), EventTime: r.time()}
+	out := &Output{Seq: r.uvarint(), Topic: r.name()}
+	r.outputFields(out)
 	return out, r.err
+}
+
+// outputFields decodes what an Output frame holds after its topic into out.
+func (r *Reader) outputFields(out *Output) {
+	out.Key, out.Payload, out.Properties, out.EventTime = r.str(), r.bytes(), r.props(), r.time()
+}
+
+// OutputEncoded decodes the frame Next returned as KindOutput up to its
+// topic and returns the rest (key, payload, properties, event time) checked
+// but still encoded, in the reader's buffer: it is valid until the next
+// call of Next. Input.Encoded writes it on; ParseFields and DecodeOutput
+// read it.
+func (r *Reader) OutputEncoded() (seq uint64, topic string, encoded []byte, err error) {
+	seq, topic = r.uvarint(), r.name()
+	start := r.pos
+	r.skipFields()
+	if r.err != nil {
+		return 0, "", nil, r.err
+	}
+	return seq, topic, r.buf[start:r.pos:r.pos], nil
+}
+
+// skipFields steps over an Output frame's fields after its topic.
+func (r *Reader) skipFields() {
+	r.field() // key
+	r.field() // payload
+	n := r.propCount()
+	for range n {
+		r.field()
+		r.field()
+	}
+	r.varint() // event time
+}
+
+// propCount reads the number of properties that follow.
+func (r *Reader) propCount() uint64 {
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.buf)) {
+		r.err = fmt.Errorf("%w: too many properties", ErrFrame)
+	}
+	if r.err != nil {
+		return 0
+	}
+	return n
+}
+
+// DecodeOutput decodes the fields of an Output frame that OutputEncoded
+// left encoded, with the frame's seq and topic, into an Output of its own.
+func DecodeOutput(seq uint64, topic string, encoded []byte) (*Output, error) {
+	r := &Reader{buf: encoded}
+	out := &Output{Seq: seq, Topic: topic}
+	r.outputFields(out)
+	return out, r.err
+}
+
+// Fields are the fields of an Output frame that OutputEncoded left
+// encoded, read in place: Key and Payload are in the encoded bytes.
+type Fields struct {
+	Key, Payload []byte
+	EventTime    time.Time
+	// props are the encoded properties, n of them.
+	props []byte
+	n     uint64
+}
+
+// ParseFields reads encoded (see OutputEncoded) without copying it.
+func ParseFields(encoded []byte) (Fields, error) {
+	r := &Reader{buf: encoded}
+	f := Fields{Key: r.field(), Payload: r.field()}
+	f.n = r.propCount()
+	start := r.pos
+	for range f.n {
+		r.field()
+		r.field()
+	}
+	f.props = encoded[start:r.pos]
+	f.EventTime = r.time()
+	return f, r.err
+}
+
+// Property returns the value of property name, in the encoded bytes.
+func (f Fields) Property(name string) (value []byte, ok bool) {
+	r := &Reader{buf: f.props}
+	for range f.n {
+		k, v := r.field(), r.field()
+		if string(k) == name {
+			return v, true
+		}
+	}
+	return nil, false
 }
 
 // Done decodes the frame Next returned as KindDone.
