@@ -42,14 +42,16 @@ const (
 // EngineAuto (the default) is EngineFused for a ledger of at least
 // fusedFromEntries entries and EngineDeployed below: the fused run's
 // fixed costs (a process per function, then deploying the copy anyway)
-// pay off only on a long ledger. Measured here (README, Benchmarks): at
-// 1 000 000 events (2000 entries) fused took 29.6 s start to switch
-// against 43.6 s deployed; at 100 000 events (200 entries) 12.8 s against
-// 11.4 s.
+// pay off only on a ledger long enough. Measured here (README,
+// Benchmarks), on 3 December once stages passed their outputs on still
+// encoded: at 1 000 000 events (2000 entries) fused took 20.6 s start to
+// switch against 40.5 s deployed; at 100 000 events (200 entries) 6.0 s
+// against 8.4 s.
 const EngineAuto = "auto"
 
-// fusedFromEntries is where EngineAuto starts to fuse.
-const fusedFromEntries = 1000
+// fusedFromEntries is where EngineAuto starts to fuse: the shortest
+// ledger measured faster fused.
+const fusedFromEntries = 200
 
 // chooseEngine resolves engine for a ledger of entries entries.
 func chooseEngine(engine string, entries int64) (string, error) {
