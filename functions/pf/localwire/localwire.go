@@ -7,7 +7,10 @@
 // with the very binaries a deployment runs.
 //
 // A frame is a kind byte and a uvarint length, then its fields: uvarints
-// and length-prefixed byte strings.
+// and length-prefixed byte strings. An Output frame's fields after its
+// topic are laid out as an Input frame's after its position, so a driver
+// passes one function's outputs to the next without decoding them
+// (Reader.OutputEncoded, Input.Encoded).
 package localwire
 
 import (
