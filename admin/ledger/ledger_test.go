@@ -64,6 +64,9 @@ func TestSettingOfNamesWhatABrokerErrorPointsAt(t *testing.T) {
 	}{
 		{"missing bucket (seen from s3proxy)", "org.jclouds.blobstore.KeyNotFoundException: x-ledger-880 not found in container foldline-no-such-bucket: The specified bucket does not exist", ledger.SettingBucket},
 		{"server down (seen with s3proxy stopped)", "org.jclouds.http.HttpResponseException: Connection refused connecting to POST http://127.0.0.1:9000/foldline-offload/x-ledger-888?uploads HTTP/1.1", ledger.SettingEndpoint},
+		{"server down, an object id holding 403 (seen in CI)", "org.apache.bookkeeper.mledger.ManagedLedgerException: java.util.concurrent.CompletionException: org.jclouds.http.HttpResponseException: Connection refused connecting to POST http://127.0.0.1:9000/foldline-offload/b0665567-4645-4732-868f-cc4037ac5c02-ledger-1367?uploads HTTP/1.1", ledger.SettingEndpoint},
+		{"server down, a bucket named bucket", "org.jclouds.http.HttpResponseException: Connection refused connecting to PUT http://s3.example:9000/events-bucket/x-ledger-403 HTTP/1.1", ledger.SettingEndpoint},
+		{"refused by status", "org.jclouds.http.HttpResponseException: command: PUT http://127.0.0.1:9000/foldline-offload/x-ledger-7 HTTP/1.1 failed with response: HTTP/1.1 403 Forbidden", ledger.SettingCredentials},
 		{"wrong secret", "org.jclouds.rest.AuthorizationException: SignatureDoesNotMatch", ledger.SettingCredentials},
 		{"no offloader loaded (seen before the NARs were in place)", "org.apache.bookkeeper.mledger.ManagedLedgerException: [NullLedgerOffloader] does not support offload", ledger.SettingDriver},
 		{"something else", "java.lang.IllegalStateException: boom", ""},

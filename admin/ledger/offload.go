@@ -54,16 +54,21 @@ const (
 
 // SettingOf names the setting a broker's offload error points at, or "".
 // The broker passes on the S3 server's error codes and Java's exception
-// names, which is what this recognises.
+// names, which is what this recognises. A server that could not be reached
+// is recognised first: such an error quotes the request's URL, whose
+// bucket name and object ids (a random UUID, a ledger id) may hold any of
+// the other words or numbers. For the same reason no status code is
+// matched by its digits ("403" is in many a UUID): a refusal is named by
+// its words.
 func SettingOf(reason string) string {
 	r := strings.ToLower(reason)
 	switch {
-	case containsAny(r, "nosuchbucket", "bucket does not exist", "container not found", "bucket"):
-		return SettingBucket
-	case containsAny(r, "accessdenied", "invalidaccesskeyid", "signaturedoesnotmatch", "authorization", "403", "forbidden", "credential"):
-		return SettingCredentials
 	case containsAny(r, "connection refused", "connectexception", "unknownhost", "timed out", "no route to host", "unreachable"):
 		return SettingEndpoint
+	case containsAny(r, "nosuchbucket", "bucket does not exist", "container not found", "bucket"):
+		return SettingBucket
+	case containsAny(r, "accessdenied", "invalidaccesskeyid", "signaturedoesnotmatch", "authorization", "forbidden", "credential"):
+		return SettingCredentials
 	case containsAny(r, "nullledgeroffloader", "not enabled", "offloader"):
 		return SettingDriver
 	}
