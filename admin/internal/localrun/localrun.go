@@ -219,18 +219,22 @@ func originOf(m Message) (envelope.Origin, error) {
 	if err != nil {
 		return envelope.Origin{}, err
 	}
-	return fieldsOrigin(f)
+	return fieldsOrigin(f, "")
 }
 
 // fieldsOrigin reads the origin among encoded properties as
 // envelope.OriginFromProperties does, without making a map of them but
-// to say what is wrong.
-func fieldsOrigin(f localwire.Fields) (envelope.Origin, error) {
+// to say what is wrong. An origin topic equal to reuse is reuse itself,
+// not a new string.
+func fieldsOrigin(f localwire.Fields, reuse string) (envelope.Origin, error) {
 	topic, hasTopic := f.Property(envelope.PropOriginTopic)
 	pos, hasPos := f.Property(envelope.PropOriginPosition)
 	if hasTopic && hasPos && len(topic) > 0 {
 		if p, err := envelope.ParsePosition(string(pos)); err == nil {
-			return envelope.Origin{Topic: string(topic), Position: p}, nil
+			if string(topic) != reuse {
+				reuse = string(topic)
+			}
+			return envelope.Origin{Topic: reuse, Position: p}, nil
 		}
 	}
 	props := map[string]string{}
@@ -244,13 +248,13 @@ func fieldsOrigin(f localwire.Fields) (envelope.Origin, error) {
 }
 
 // run sends the stage its inputs and returns their outputs in input order,
-// their fields after the topic still encoded (localwire.Input.Encoded),
-// and the number of the input each is for.
-func (s *stage) run(in []Message) (outs []Message, inputs []int32, err error) {
+// their fields after the topic still encoded (localwire.Input.Encoded);
+// an output's Seq minus first is the index in in of its input.
+func (s *stage) run(in []Message) (outs []Message, first uint64, err error) {
+	first = s.seq + 1
 	if len(in) == 0 {
-		return nil, nil, nil
+		return nil, first, nil
 	}
-	first := s.seq + 1
 	var wg sync.WaitGroup
 	var writeErr error
 	wg.Add(1)
@@ -266,7 +270,7 @@ func (s *stage) run(in []Message) (outs []Message, inputs []int32, err error) {
 		}
 		writeErr = s.w.Flush()
 	}()
-	outs, inputs = make([]Message, 0, len(in)), make([]int32, 0, len(in))
+	outs = make([]Message, 0, len(in))
 	// arena holds the outputs' encoded fields: one allocation for a batch
 	// of them, not a few per output.
 	var arena []byte
@@ -274,17 +278,17 @@ func (s *stage) run(in []Message) (outs []Message, inputs []int32, err error) {
 		kind, err := s.r.Next()
 		if err != nil {
 			wg.Wait()
-			return nil, nil, s.failed(errors.Join(err, writeErr))
+			return nil, 0, s.failed(errors.Join(err, writeErr))
 		}
 		switch kind {
 		case localwire.KindOutput:
 			seq, topic, encoded, err := s.r.OutputEncoded()
 			if err != nil {
-				return nil, nil, s.failed(err)
+				return nil, 0, s.failed(err)
 			}
 			i := int(seq - first)
 			if i < 0 || i >= len(in) {
-				return nil, nil, s.failed(fmt.Errorf("an output of input %d, not one of %d..%d", seq, first, first+uint64(len(in))-1))
+				return nil, 0, s.failed(fmt.Errorf("an output of input %d, not one of %d..%d", seq, first, first+uint64(len(in))-1))
 			}
 			if cap(arena)-len(arena) < len(encoded) {
 				arena = make([]byte, 0, max(len(encoded), arenaBytes))
@@ -292,21 +296,20 @@ func (s *stage) run(in []Message) (outs []Message, inputs []int32, err error) {
 			start := len(arena)
 			arena = append(arena, encoded...)
 			outs = append(outs, Message{Seq: seq, Topic: topic, Ledger: -1, Entry: -1, Batch: -1, Encoded: arena[start:len(arena):len(arena)]})
-			inputs = append(inputs, int32(i))
 		case localwire.KindDone:
 			if _, err := s.r.Done(); err != nil {
-				return nil, nil, s.failed(err)
+				return nil, 0, s.failed(err)
 			}
 			done++
 		default:
-			return nil, nil, s.failed(fmt.Errorf("%w: kind %q from the function", localwire.ErrFrame, kind))
+			return nil, 0, s.failed(fmt.Errorf("%w: kind %q from the function", localwire.ErrFrame, kind))
 		}
 	}
 	wg.Wait()
 	if writeErr != nil {
-		return nil, nil, s.failed(writeErr)
+		return nil, 0, s.failed(writeErr)
 	}
-	return outs, inputs, nil
+	return outs, first, nil
 }
 
 // arenaBytes is the size of the buffers run keeps outputs in.

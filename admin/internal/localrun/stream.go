@@ -109,15 +109,15 @@ func (p *Pipeline) Stream(ctx context.Context, batches iter.Seq2[[]Message, erro
 // the next topic, counting (and, with OnDeadLetter, handing over) the
 // dead letters.
 func (p *Pipeline) step(s *stage, in []Message) ([]Message, error) {
-	outs, inputs, err := s.run(in)
+	outs, first, err := s.run(in)
 	if err != nil {
 		return nil, err
 	}
 	next := outs[:0] // the dead letters taken out in place
 	dlt := s.st.DeadLetterTopic()
-	for i, o := range outs {
+	for _, o := range outs {
 		if o.Topic == dlt {
-			if err := p.deadLetter(s, o, in[inputs[i]]); err != nil {
+			if err := p.deadLetter(s, o, in[o.Seq-first]); err != nil {
 				return nil, err
 			}
 			continue
@@ -187,13 +187,7 @@ func payloadAndOrigin(m Message, lastTopic string) ([]byte, envelope.Origin, err
 	if err != nil {
 		return nil, envelope.Origin{}, err
 	}
-	if t, ok := f.Property(envelope.PropOriginTopic); ok && lastTopic != "" && string(t) == lastTopic {
-		pos, hasPos := f.Property(envelope.PropOriginPosition)
-		if p, err := envelope.ParsePosition(string(pos)); hasPos && err == nil {
-			return f.Payload, envelope.Origin{Topic: lastTopic, Position: p}, nil
-		}
-	}
-	origin, err := fieldsOrigin(f)
+	origin, err := fieldsOrigin(f, lastTopic)
 	return f.Payload, origin, err
 }
 

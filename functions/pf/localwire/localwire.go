@@ -323,23 +323,25 @@ func (r *Reader) outputFields(out *Output) {
 func (r *Reader) OutputEncoded() (seq uint64, topic string, encoded []byte, err error) {
 	seq, topic = r.uvarint(), r.name()
 	start := r.pos
-	r.skipFields()
+	r.fields()
 	if r.err != nil {
 		return 0, "", nil, r.err
 	}
 	return seq, topic, r.buf[start:r.pos:r.pos], nil
 }
 
-// skipFields steps over an Output frame's fields after its topic.
-func (r *Reader) skipFields() {
-	r.field() // key
-	r.field() // payload
-	n := r.propCount()
-	for range n {
+// fields reads an Output frame's fields after its topic in place.
+func (r *Reader) fields() Fields {
+	f := Fields{Key: r.field(), Payload: r.field()}
+	f.n = r.propCount()
+	start := r.pos
+	for range f.n {
 		r.field()
 		r.field()
 	}
-	r.varint() // event time
+	f.props = r.buf[start:r.pos]
+	f.EventTime = r.time()
+	return f
 }
 
 // propCount reads the number of properties that follow.
@@ -376,15 +378,7 @@ type Fields struct {
 // ParseFields reads encoded (see OutputEncoded) without copying it.
 func ParseFields(encoded []byte) (Fields, error) {
 	r := &Reader{buf: encoded}
-	f := Fields{Key: r.field(), Payload: r.field()}
-	f.n = r.propCount()
-	start := r.pos
-	for range f.n {
-		r.field()
-		r.field()
-	}
-	f.props = encoded[start:r.pos]
-	f.EventTime = r.time()
+	f := r.fields()
 	return f, r.err
 }
 
