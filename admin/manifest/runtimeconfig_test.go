@@ -53,11 +53,12 @@ func TestLoadChecksTheRuntimeSettings(t *testing.T) {
 		},
 		{
 			name: "bad collector settings, each at its line",
-			edits: []edit{{"functions/purchases.yaml", "  retryBackoffMs: 200", "  retryBackoffMs: 200\n  gcPercent: -5\n  memoryLimitMB: lots"},
+			edits: []edit{{"functions/purchases.yaml", "  retryBackoffMs: 200", "  retryBackoffMs: 200\n  gcPercent: -5\n  memoryLimitMB: lots\n  maxProcs: -1"},
 				{"views/user_activity.yaml", "    batch_size: 1000", "    batch_size: 1000\n    memoryLimitMB: 1.5"}},
 			want: []wantProblem{
 				{"functions/purchases.yaml", "gcPercent: -5", "userConfig.gcPercent", "want a whole number from 0"},
 				{"functions/purchases.yaml", "memoryLimitMB: lots", "userConfig.memoryLimitMB", `want a number, got "lots"`},
+				{"functions/purchases.yaml", "maxProcs: -1", "userConfig.maxProcs", "want a whole number from 0"},
 				{"views/user_activity.yaml", "memoryLimitMB: 1.5", "sink.userConfig.memoryLimitMB", "want a whole number from 0"},
 			},
 		},

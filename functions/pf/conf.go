@@ -42,11 +42,12 @@ const (
 	maxRetryBackoff     = 30 * time.Second
 )
 
-// The garbage collector's defaults, the user config keys gcPercent and
-// memoryLimitMB: see tuneGC.
+// The Go runtime's defaults, the user config keys gcPercent,
+// memoryLimitMB and maxProcs: see tuneGC.
 const (
 	DefaultGCPercent     = 400
 	DefaultMemoryLimitMB = 160
+	DefaultMaxProcs      = 0
 )
 
 // inputSpec is one input topic or topic pattern.
@@ -119,6 +120,8 @@ type instanceConf struct {
 	// MemoryLimitMB 0 sets no limit.
 	GCPercent     int
 	MemoryLimitMB int
+	// MaxProcs is the instance's GOMAXPROCS (gc.go), 0 for Go's default.
+	MaxProcs int
 	// CPUProfile is where the instance writes a pprof CPU profile of its
 	// run (UserConfigCPUProfile), "" for none.
 	CPUProfile string
@@ -433,7 +436,7 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 	if err != nil {
 		return err
 	}
-	c.GCPercent, c.MemoryLimitMB = gc.Percent, gc.MemoryLimitMB
+	c.GCPercent, c.MemoryLimitMB, c.MaxProcs = gc.Percent, gc.MemoryLimitMB, gc.MaxProcs
 	if err := userString(c.UserConfig, UserConfigCPUProfile, &c.CPUProfile); err != nil {
 		return err
 	}

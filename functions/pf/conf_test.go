@@ -96,7 +96,7 @@ func TestParseConfDetails(t *testing.T) {
 					c.SubscriptionPosition != pulsar.SubscriptionPositionLatest ||
 					c.DeadLetterTopic != "persistent://t/n/f-DLQ" || c.MaxRetries != defaultMaxRetries ||
 					c.Guarantee != atLeastOnce || c.Client != DefaultClientSettings() || c.KeyBasedBatching ||
-					c.GCPercent != DefaultGCPercent || c.MemoryLimitMB != DefaultMemoryLimitMB {
+					c.GCPercent != DefaultGCPercent || c.MemoryLimitMB != DefaultMemoryLimitMB || c.MaxProcs != DefaultMaxProcs {
 					t.Errorf("%+v", c)
 				}
 			},
@@ -104,11 +104,11 @@ func TestParseConfDetails(t *testing.T) {
 		{
 			name: "user config overrides",
 			details: baseDetails + `,"userConfig":"{\"deadLetterTopic\":\"persistent://t/n/dead\",\"maxRetries\":0.0,` +
-				`\"retryBackoffMs\":\"20\",\"subscriptionType\":\"key_shared\",\"gcPercent\":150.0,\"memoryLimitMB\":0}","retainOrdering":true}`,
+				`\"retryBackoffMs\":\"20\",\"subscriptionType\":\"key_shared\",\"gcPercent\":150.0,\"memoryLimitMB\":0,\"maxProcs\":0}","retainOrdering":true}`,
 			check: func(t *testing.T, c *instanceConf) {
 				if c.DeadLetterTopic != "persistent://t/n/dead" || c.MaxRetries != 0 ||
 					c.RetryBackoff != 20*time.Millisecond || c.SubscriptionType != pulsar.KeyShared ||
-					c.GCPercent != 150 || c.MemoryLimitMB != 0 {
+					c.GCPercent != 150 || c.MemoryLimitMB != 0 || c.MaxProcs != 0 {
 					t.Errorf("%+v", c)
 				}
 			},

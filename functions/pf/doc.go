@@ -87,6 +87,9 @@
 //     handler that keeps a large live heap wants a higher limit (foldline
 //     deploy gives its Cassandra sink 512). GOGC and GOMEMLIMIT in the
 //     process environment win over both.
+//   - "maxProcs" (whole number): the instance's GOMAXPROCS; 0, the
+//     default, keeps Go's (one per core). 1 saves CPU on shared cores at a
+//     cost in latency (see tuneGC). GOMAXPROCS in the environment wins.
 //   - "cpuProfile" (a file name): the instance writes a pprof CPU profile
 //     of its run there, complete once it has shut down (see
 //     UserConfigCPUProfile).

@@ -1,7 +1,9 @@
 package pf
 
 import (
+	"errors"
 	"math"
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -29,5 +31,49 @@ func TestTuneGC(t *testing.T) {
 	tuneGC(&instanceConf{GCPercent: 400, MemoryLimitMB: 256}, func(k string) string { return map[string]string{"GOGC": "123", "GOMEMLIMIT": "77MiB"}[k] })
 	if p, l := settings(); p != 123 || l != 77<<20 {
 		t.Errorf("with GOGC and GOMEMLIMIT set: GC percent %d, memory limit %d; want both left alone", p, l)
+	}
+}
+
+func TestTuneMaxProcs(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
+	noEnv := func(string) string { return "" }
+
+	runtime.GOMAXPROCS(3)
+	tuneGC(&instanceConf{GCPercent: DefaultGCPercent, MaxProcs: 1}, noEnv)
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Errorf("maxProcs 1: GOMAXPROCS %d", n)
+	}
+	runtime.GOMAXPROCS(3)
+	tuneGC(&instanceConf{GCPercent: DefaultGCPercent, MaxProcs: 0}, noEnv)
+	if n := runtime.GOMAXPROCS(0); n != 3 {
+		t.Errorf("maxProcs 0: GOMAXPROCS %d, want Go's own (3) left alone", n)
+	}
+	tuneGC(&instanceConf{GCPercent: DefaultGCPercent, MaxProcs: 1}, func(k string) string { return map[string]string{"GOMAXPROCS": "3"}[k] })
+	if n := runtime.GOMAXPROCS(0); n != 3 {
+		t.Errorf("with GOMAXPROCS set: %d, want the environment's 3", n)
+	}
+}
+
+func TestParseMaxProcs(t *testing.T) {
+	for _, tc := range []struct {
+		uc   map[string]any
+		want int
+		bad  bool
+	}{
+		{uc: nil, want: DefaultMaxProcs},
+		{uc: map[string]any{UserConfigMaxProcs: 2.0}, want: 2},
+		{uc: map[string]any{UserConfigMaxProcs: 0}, want: 0},
+		{uc: map[string]any{UserConfigMaxProcs: -1}, bad: true},
+		{uc: map[string]any{UserConfigMaxProcs: "many"}, bad: true},
+	} {
+		s, err := ParseGCSettings(tc.uc)
+		var uce *UserConfigError
+		switch {
+		case tc.bad && (!errors.As(err, &uce) || uce.Key != UserConfigMaxProcs):
+			t.Errorf("%v: error %v, want a *UserConfigError naming %s", tc.uc, err, UserConfigMaxProcs)
+		case !tc.bad && (err != nil || s.MaxProcs != tc.want):
+			t.Errorf("%v: %+v, %v; want maxProcs %d", tc.uc, s, err, tc.want)
+		}
 	}
 }
