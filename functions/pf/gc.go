@@ -2,6 +2,7 @@ package pf
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"runtime/debug"
@@ -14,6 +15,9 @@ const (
 	UserConfigMemoryLimitMB = "memoryLimitMB"
 	UserConfigMaxProcs      = "maxProcs"
 )
+
+// maxMaxProcs bounds maxProcs.
+const maxMaxProcs = 1024
 
 // GCSettings are the Go runtime settings an instance runs with.
 type GCSettings struct {
@@ -33,7 +37,13 @@ type GCSettings struct {
 // would refuse to start with.
 func ParseGCSettings(uc map[string]any) (GCSettings, error) {
 	s := GCSettings{Percent: DefaultGCPercent, MemoryLimitMB: DefaultMemoryLimitMB, MaxProcs: DefaultMaxProcs}
-	err := errors.Join(userCount(uc, UserConfigGCPercent, &s.Percent), userCount(uc, UserConfigMemoryLimitMB, &s.MemoryLimitMB), userCount(uc, UserConfigMaxProcs, &s.MaxProcs))
+	procsErr := userCount(uc, UserConfigMaxProcs, &s.MaxProcs)
+	if procsErr == nil && s.MaxProcs > maxMaxProcs {
+		// Go makes a scheduler state per proc: a hostile count would
+		// only exhaust the instance's memory.
+		procsErr = &UserConfigError{Key: UserConfigMaxProcs, Reason: fmt.Sprintf("%d: want at most %d", s.MaxProcs, maxMaxProcs)}
+	}
+	err := errors.Join(userCount(uc, UserConfigGCPercent, &s.Percent), userCount(uc, UserConfigMemoryLimitMB, &s.MemoryLimitMB), procsErr)
 	if err != nil {
 		return GCSettings{}, err
 	}

@@ -65,6 +65,8 @@ func TestParseMaxProcs(t *testing.T) {
 		{uc: map[string]any{UserConfigMaxProcs: 2.0}, want: 2},
 		{uc: map[string]any{UserConfigMaxProcs: 0}, want: 0},
 		{uc: map[string]any{UserConfigMaxProcs: -1}, bad: true},
+		{uc: map[string]any{UserConfigMaxProcs: 1024}, want: 1024},
+		{uc: map[string]any{UserConfigMaxProcs: 1e9}, bad: true},
 		{uc: map[string]any{UserConfigMaxProcs: "many"}, bad: true},
 	} {
 		s, err := ParseGCSettings(tc.uc)
