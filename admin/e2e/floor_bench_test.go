@@ -80,7 +80,7 @@ func BenchmarkFloorVsReader(b *testing.B) {
 }
 
 // runtimeGC sets this process's garbage collector as the function runtime
-// sets every deployed instance's by default (functions/pf's tuneGC:
+// sets every deployed instance's by default (functions/pf's tuneRuntime:
 // gcPercent 400, and the 512 MB that foldline deploy gives the sink), unless
 // GOGC or GOMEMLIMIT say otherwise, so that the floor collects no more
 // often than the stages it stands for; it returns the function that

@@ -318,7 +318,7 @@ func (s *Set) checkUserConfig(src Source, field string, uc map[string]any) Probl
 		ps = append(ps, src.Problem(field+"."+pf.UserConfigCPUProfile, "a profiling switch of scripts/bench-runtime, not deployable: remove it"))
 	}
 	ps = append(ps, checkRuntimeClientConfig(src, field, uc)...)
-	if _, err := pf.ParseGCSettings(uc); err != nil {
+	if _, err := pf.ParseRuntimeSettings(uc); err != nil {
 		ps = append(ps, userConfigProblems(src, field, err)...)
 	}
 	return ps

@@ -58,7 +58,7 @@ func checkMemory(src Source, res *utils.Resources, uc map[string]any) Problems {
 	if res == nil || res.RAM <= 0 {
 		return nil
 	}
-	gc, err := pf.ParseGCSettings(uc)
+	gc, err := pf.ParseRuntimeSettings(uc)
 	if err != nil {
 		return nil // reported with the user config
 	}

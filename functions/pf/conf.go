@@ -43,7 +43,7 @@ const (
 )
 
 // The Go runtime's defaults, the user config keys gcPercent,
-// memoryLimitMB and maxProcs: see tuneGC.
+// memoryLimitMB and maxProcs: see tuneRuntime.
 const (
 	DefaultGCPercent     = 400
 	DefaultMemoryLimitMB = 160
@@ -116,12 +116,8 @@ type instanceConf struct {
 	LedgerEpochs ledgerEpochs
 	// Routing chooses each output's partition (UserConfigOutputRouting).
 	Routing routing
-	// GCPercent and MemoryLimitMB tune the Go garbage collector (gc.go);
-	// MemoryLimitMB 0 sets no limit.
-	GCPercent     int
-	MemoryLimitMB int
-	// MaxProcs is the instance's GOMAXPROCS (gc.go), 0 for Go's default.
-	MaxProcs int
+	// Runtime tunes the Go garbage collector and GOMAXPROCS (gc.go).
+	Runtime RuntimeSettings
 	// CPUProfile is where the instance writes a pprof CPU profile of its
 	// run (UserConfigCPUProfile), "" for none.
 	CPUProfile string
@@ -432,11 +428,10 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 		return err
 	}
 	c.RetryBackoff = time.Duration(backoffMs) * time.Millisecond
-	gc, err := ParseGCSettings(c.UserConfig)
-	if err != nil {
+	var err error
+	if c.Runtime, err = ParseRuntimeSettings(c.UserConfig); err != nil {
 		return err
 	}
-	c.GCPercent, c.MemoryLimitMB, c.MaxProcs = gc.Percent, gc.MemoryLimitMB, gc.MaxProcs
 	if err := userString(c.UserConfig, UserConfigCPUProfile, &c.CPUProfile); err != nil {
 		return err
 	}

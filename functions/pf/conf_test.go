@@ -96,7 +96,7 @@ func TestParseConfDetails(t *testing.T) {
 					c.SubscriptionPosition != pulsar.SubscriptionPositionLatest ||
 					c.DeadLetterTopic != "persistent://t/n/f-DLQ" || c.MaxRetries != defaultMaxRetries ||
 					c.Guarantee != atLeastOnce || c.Client != DefaultClientSettings() || c.KeyBasedBatching ||
-					c.GCPercent != DefaultGCPercent || c.MemoryLimitMB != DefaultMemoryLimitMB || c.MaxProcs != DefaultMaxProcs {
+					c.Runtime != (RuntimeSettings{GCPercent: DefaultGCPercent, MemoryLimitMB: DefaultMemoryLimitMB, MaxProcs: DefaultMaxProcs}) {
 					t.Errorf("%+v", c)
 				}
 			},
@@ -108,7 +108,7 @@ func TestParseConfDetails(t *testing.T) {
 			check: func(t *testing.T, c *instanceConf) {
 				if c.DeadLetterTopic != "persistent://t/n/dead" || c.MaxRetries != 0 ||
 					c.RetryBackoff != 20*time.Millisecond || c.SubscriptionType != pulsar.KeyShared ||
-					c.GCPercent != 150 || c.MemoryLimitMB != 0 || c.MaxProcs != 0 {
+					c.Runtime != (RuntimeSettings{GCPercent: 150}) {
 					t.Errorf("%+v", c)
 				}
 			},

@@ -89,7 +89,7 @@
 //     process environment win over both.
 //   - "maxProcs" (whole number): the instance's GOMAXPROCS; 0, the
 //     default, keeps Go's (one per core). 1 saves CPU on shared cores at a
-//     cost in latency (see tuneGC). GOMAXPROCS in the environment wins.
+//     cost in latency (see tuneRuntime). GOMAXPROCS in the environment wins.
 //   - "cpuProfile" (a file name): the instance writes a pprof CPU profile
 //     of its run there, complete once it has shut down (see
 //     UserConfigCPUProfile).

@@ -19,40 +19,41 @@ const (
 // maxMaxProcs bounds maxProcs.
 const maxMaxProcs = 1024
 
-// GCSettings are the Go runtime settings an instance runs with.
-type GCSettings struct {
-	// Percent is GOGC's target percentage.
-	Percent int
+// RuntimeSettings are the Go runtime settings an instance runs with.
+type RuntimeSettings struct {
+	// GCPercent is GOGC's target percentage.
+	GCPercent int
 	// MemoryLimitMB is the soft memory limit in MiB; 0 sets none.
 	MemoryLimitMB int
 	// MaxProcs is GOMAXPROCS, the most threads running Go code at once;
-	// 0 keeps Go's default (one per core). See tuneGC.
+	// 0 keeps Go's default (one per core). See tuneRuntime.
 	MaxProcs int
 }
 
-// ParseGCSettings reads gcPercent, memoryLimitMB and maxProcs from a user
+// ParseRuntimeSettings reads gcPercent, memoryLimitMB and maxProcs from a user
 // config, DefaultGCPercent, DefaultMemoryLimitMB and DefaultMaxProcs where
 // they are unset. Each bad value is a *UserConfigError naming its key
 // (joined when several are bad): foldline lint refuses what an instance
 // would refuse to start with.
-func ParseGCSettings(uc map[string]any) (GCSettings, error) {
-	s := GCSettings{Percent: DefaultGCPercent, MemoryLimitMB: DefaultMemoryLimitMB, MaxProcs: DefaultMaxProcs}
+func ParseRuntimeSettings(uc map[string]any) (RuntimeSettings, error) {
+	s := RuntimeSettings{GCPercent: DefaultGCPercent, MemoryLimitMB: DefaultMemoryLimitMB, MaxProcs: DefaultMaxProcs}
 	procsErr := userCount(uc, UserConfigMaxProcs, &s.MaxProcs)
 	if procsErr == nil && s.MaxProcs > maxMaxProcs {
 		// Go makes a scheduler state per proc: a hostile count would
 		// only exhaust the instance's memory.
 		procsErr = &UserConfigError{Key: UserConfigMaxProcs, Reason: fmt.Sprintf("%d: want at most %d", s.MaxProcs, maxMaxProcs)}
 	}
-	err := errors.Join(userCount(uc, UserConfigGCPercent, &s.Percent), userCount(uc, UserConfigMemoryLimitMB, &s.MemoryLimitMB), procsErr)
+	err := errors.Join(userCount(uc, UserConfigGCPercent, &s.GCPercent), userCount(uc, UserConfigMemoryLimitMB, &s.MemoryLimitMB), procsErr)
 	if err != nil {
-		return GCSettings{}, err
+		return RuntimeSettings{}, err
 	}
 	return s, nil
 }
 
-// tuneGC sets the garbage collector from the user config keys gcPercent and
-// memoryLimitMB, unless the process environment sets GOGC or GOMEMLIMIT
-// (those win, as for any Go program).
+// tuneRuntime sets the garbage collector from the user config keys
+// gcPercent and memoryLimitMB, and GOMAXPROCS from maxProcs, unless the
+// process environment sets GOGC, GOMEMLIMIT or GOMAXPROCS (those win, as
+// for any Go program).
 //
 // An instance's live heap is small (the receiver queue, a batch of outputs),
 // so Go's default, a collection each time the heap doubles, spends much of
@@ -82,17 +83,17 @@ func ParseGCSettings(uc map[string]any) (GCSettings, error) {
 // handle and send at once: the shop pipeline's p99 freshness and the fused
 // backfill were worse (measurements in functions/pf/README.md). The
 // environment's GOMAXPROCS wins.
-func tuneGC(c *instanceConf, getenv func(string) string) {
-	if getenv("GOMAXPROCS") == "" && c.MaxProcs > 0 {
-		runtime.GOMAXPROCS(c.MaxProcs)
+func tuneRuntime(s RuntimeSettings, getenv func(string) string) {
+	if getenv("GOMAXPROCS") == "" && s.MaxProcs > 0 {
+		runtime.GOMAXPROCS(s.MaxProcs)
 	}
 	if getenv("GOGC") == "" {
-		debug.SetGCPercent(c.GCPercent)
+		debug.SetGCPercent(s.GCPercent)
 	}
 	if getenv("GOMEMLIMIT") == "" {
 		limit := int64(math.MaxInt64)
-		if c.MemoryLimitMB > 0 {
-			limit = int64(c.MemoryLimitMB) << 20
+		if s.MemoryLimitMB > 0 {
+			limit = int64(s.MemoryLimitMB) << 20
 		}
 		debug.SetMemoryLimit(limit)
 	}

@@ -90,7 +90,7 @@ func run(ctx context.Context, handler any, args []string) error {
 	if err != nil {
 		return err
 	}
-	tuneGC(conf, os.Getenv)
+	tuneRuntime(conf.Runtime, os.Getenv)
 	stopProfile, err := startCPUProfile(conf.CPUProfile)
 	if err != nil {
 		return err

@@ -35,7 +35,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
@@ -778,18 +777,17 @@ func newClient(svc services.Services) (pulsar.Client, error) {
 // defaults (receiver queue 5000, 10 000 pending messages, no compression,
 // and its garbage collector: gcPercent 400 and a 160 MB soft limit, which
 // took the loop from 4.2–4.4 to 3.7 µs per message on ledger events and
-// from 6.0–6.3 to 5.1 on derived ones, single runs; and its maxProcs, Go's
-// default unless pf.DefaultMaxProcs says otherwise), or the client's
+// from 6.0–6.3 to 5.1 on derived ones, single runs; GOMAXPROCS is Go's, as
+// the runtime's maxProcs leaves it by default), or the client's
 // and Go's defaults with LZ4 and a 10 ms batching delay, as the runtime had
 // before its settings became user config. gcPercent 0 leaves Go's.
 var loopSettings = map[string]struct {
 	receiverQueue, maxPending int
 	compression               pulsar.CompressionType
 	gcPercent, memoryLimitMB  int
-	maxProcs                  int // 0: Go's default
 }{
-	"tuned":   {5000, 10_000, pulsar.NoCompression, pf.DefaultGCPercent, pf.DefaultMemoryLimitMB, pf.DefaultMaxProcs},
-	"default": {0, 0, pulsar.LZ4, 0, 0, 0},
+	"tuned":   {5000, 10_000, pulsar.NoCompression, pf.DefaultGCPercent, pf.DefaultMemoryLimitMB},
+	"default": {0, 0, pulsar.LZ4, 0, 0},
 }
 
 // plainLoop is the limit: consume, produce with the same key and
@@ -818,9 +816,6 @@ func plainLoop(args []string) error {
 	settings, ok := loopSettings[args[4]]
 	if !ok {
 		return fmt.Errorf("unknown settings %q: want tuned or default", args[4])
-	}
-	if settings.maxProcs > 0 {
-		runtime.GOMAXPROCS(settings.maxProcs)
 	}
 	if settings.gcPercent > 0 {
 		debug.SetGCPercent(settings.gcPercent)
