@@ -85,16 +85,20 @@ func (b *Batcher) Totals() Totals {
 // Cut says when a batch is started: when it holds Size operations, when
 // Linger has passed since its first operation, or, if Eager, when no more
 // operations are coming — every caller waiting in Submit outside the batches
-// in flight is in it and the submitter announced no more input (Upcoming).
+// in flight is in it and the submitter announced no more input (Upcoming) —
+// and Quiet has passed since its first operation.
 // Eager suits a live table: waiting longer only adds latency, so a quiet
-// stream is written at once, while under a backlog the runtime already
-// holds the next messages and the batch waits for them, so operations on
-// one row coalesce. A table nobody reads yet (a backfill's) is better
-// written in large batches cut by size or time alone.
+// stream is written at once (or after Quiet), while under a backlog the
+// runtime already holds the next messages and the batch waits for them, so
+// operations on one row coalesce. Quiet trades a little latency for fewer,
+// larger writes of a steady stream that arrives a message at a time. A
+// table nobody reads yet (a backfill's) is better written in large batches
+// cut by size or time alone.
 type Cut struct {
 	Size   int
 	Linger time.Duration
 	Eager  bool
+	Quiet  time.Duration
 }
 
 type pending struct {
@@ -244,16 +248,17 @@ func (b *Batcher) count(res Result) {
 }
 
 // gather waits until the filling batch is to be started, as its cut says,
-// and takes it; nil when ctx ends first. The linger runs from the moment
-// gather finds the batch's first operation.
+// and takes it; nil when ctx ends first. The linger and the quiet wait run
+// from the moment gather finds the batch's first operation.
 func (b *Batcher) gather(ctx context.Context) []pending {
-	var linger <-chan time.Time
-	lingered := false
+	var linger, quiet <-chan time.Time
+	lingered, quieted := false, false
 	for {
 		b.mu.Lock()
 		cut := b.cut.Load()
 		n := len(b.filling)
-		if n > 0 && (n >= cut.Size || lingered || b.nothingComing(cut) || b.flush.Load()) {
+		quieted = quieted || cut.Quiet <= 0
+		if n > 0 && (n >= cut.Size || lingered || (quieted && b.nothingComing(cut)) || b.flush.Load()) {
 			batch := b.filling
 			b.filling = nil
 			b.flush.Store(false)
@@ -267,11 +272,18 @@ func (b *Batcher) gather(ctx context.Context) []pending {
 			timer := time.NewTimer(cut.Linger)
 			defer timer.Stop()
 			linger = timer.C
+			if !quieted && cut.Eager {
+				q := time.NewTimer(cut.Quiet)
+				defer q.Stop()
+				quiet = q.C
+			}
 		}
 		select {
 		case <-b.wake:
 		case <-linger:
 			lingered = true
+		case <-quiet:
+			quieted = true
 		case <-ctx.Done():
 			return nil
 		}

@@ -141,6 +141,20 @@ func TestParseConfig(t *testing.T) {
 			wantErr: []string{"batch_size", `linger "soon"`, `consistency "MOST"`, "retry_backoff_max", `table ""`, "rows_per_write"}},
 		{name: "negative batch and a bad duration", conf: with(map[string]any{"batch_size": -5, "linger": "5x"}),
 			wantErr: []string{"batch_size -5: must be at least 1", `linger "5x": want a duration`}},
+		{name: "eager live batches by default", conf: with(nil), check: func(t *testing.T, c Config) {
+			if got := c.Settings.LiveCut(); got.Quiet != 0 || !got.Eager || got.Size != 1000 || got.Linger != 50*time.Millisecond {
+				t.Errorf("live cut = %+v, want eager, no quiet wait, 1000 and 50ms", got)
+			}
+		}},
+		{name: "live linger explicit", conf: with(map[string]any{"live_linger": "7ms"}), check: func(t *testing.T, c Config) {
+			if got := c.Settings.LiveCut().Quiet; got != 7*time.Millisecond {
+				t.Errorf("quiet wait = %s, want 7ms", got)
+			}
+		}},
+		{name: "live linger beyond the linger", conf: with(map[string]any{"live_linger": "80ms"}),
+			wantErr: []string{"live_linger 80ms: must not exceed linger 50ms"}},
+		{name: "negative live linger", conf: with(map[string]any{"live_linger": "-5ms"}),
+			wantErr: []string{"live_linger -5ms: must not be negative"}},
 		{name: "words for a number", conf: with(map[string]any{"concurrency": "lots"}),
 			wantErr: []string{"concurrency string: want a whole number"}},
 		{name: "TLS from a CA file", conf: with(map[string]any{"tls_ca_file": "/etc/ca.pem"}), check: func(t *testing.T, c Config) {
@@ -251,6 +265,21 @@ type startFunc func(ctx context.Context, ops []Op) *Pending
 
 func (f startFunc) Start(ctx context.Context, ops []Op) *Pending { return f(ctx, ops) }
 
+// submitAnswered submits op to b and marks answered done when its batch
+// answers; an error answer fails the test.
+func submitAnswered(t *testing.T, b *Batcher, answered *sync.WaitGroup, op Op) {
+	t.Helper()
+	answered.Add(1)
+	if err := b.SubmitAsync(t.Context(), op, func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		answered.Done()
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func runBatcher(t *testing.T, starter BatchStarter, size int, linger time.Duration) *Batcher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -331,6 +360,39 @@ func TestBatcherWaitsForAnnouncedOperations(t *testing.T) {
 	}
 }
 
+func TestBatcherLiveLingerGathersASteadyStream(t *testing.T) {
+	rec := &recordingApply{}
+	ctx, cancel := context.WithCancel(context.Background())
+	// Eager, with an hour of linger: without the quiet wait each of these
+	// lone callers would be written at once, a batch of one each.
+	b := NewBatcher(rec, Cut{Size: 1000, Linger: time.Hour, Eager: true, Quiet: 200 * time.Millisecond}, 2)
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var answered sync.WaitGroup
+	start := time.Now()
+	for i := range 4 {
+		submitAnswered(t, b, &answered, upsert("u", "p0", int64(i)).col("views", envelope.MergeAdd, 1).op())
+		time.Sleep(5 * time.Millisecond)
+	}
+	answered.Wait()
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Errorf("the batch was written after %s, before its quiet wait of 200ms", waited)
+	}
+	if !slices.Equal(rec.batches, []int{4}) {
+		t.Errorf("batches = %v, want one of four operations", rec.batches)
+	}
+	// A full batch does not wait.
+	b.SetCut(Cut{Size: 2, Linger: time.Hour, Eager: true, Quiet: time.Hour})
+	for i := range 2 {
+		submitAnswered(t, b, &answered, upsert("u", "p1", int64(i)).col("views", envelope.MergeAdd, 1).op())
+	}
+	answered.Wait()
+	if !slices.Equal(rec.batches, []int{4, 2}) {
+		t.Errorf("batches = %v, want 4, then a full batch of 2 at once", rec.batches)
+	}
+}
+
 func TestBatcherBuildingBatchesWaitForTheirSize(t *testing.T) {
 	rec := &recordingApply{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -341,15 +403,7 @@ func TestBatcherBuildingBatchesWaitForTheirSize(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	var answered sync.WaitGroup
 	submit := func(i int) {
-		answered.Add(1)
-		if err := b.SubmitAsync(t.Context(), upsert("u", "p0", int64(i)).col("views", envelope.MergeAdd, 1).op(), func(err error) {
-			if err != nil {
-				t.Error(err)
-			}
-			answered.Done()
-		}); err != nil {
-			t.Fatal(err)
-		}
+		submitAnswered(t, b, &answered, upsert("u", "p0", int64(i)).col("views", envelope.MergeAdd, 1).op())
 	}
 	// Nothing more is ever announced, and each caller is alone when it
 	// submits: a live batcher would write six batches of one.
@@ -375,15 +429,7 @@ func TestBatcherFlushStartsABuildingBatch(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	var answered sync.WaitGroup
 	for i := range 2 {
-		answered.Add(1)
-		if err := b.SubmitAsync(t.Context(), upsert("u", "p0", int64(i)).col("views", envelope.MergeAdd, 1).op(), func(err error) {
-			if err != nil {
-				t.Error(err)
-			}
-			answered.Done()
-		}); err != nil {
-			t.Fatal(err)
-		}
+		submitAnswered(t, b, &answered, upsert("u", "p0", int64(i)).col("views", envelope.MergeAdd, 1).op())
 	}
 	b.Flush() // with an hour of linger, only this lets them be answered
 	answered.Wait()
