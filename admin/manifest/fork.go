@@ -123,7 +123,7 @@ func ForkPath(path []*Stage, version int) []*Stage {
 // backfillBatching is what a backfill's copy of a function batches its
 // outputs with, unless its config says otherwise: a catch-up sends its
 // outputs as fast as it reads, so batches fill up (the runtime's defaults
-// are 1000 messages, 128 KiB), and bigger ones cost the broker less per
+// are 1000 messages, 1 MiB), and bigger ones cost the broker less per
 // message. The time a batch may wait stays the runtime's, since the copy
 // serves live traffic once it has caught up.
 var backfillBatching = map[string]any{

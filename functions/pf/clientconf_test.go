@@ -27,7 +27,7 @@ func TestClientSettingsFromInstanceConf(t *testing.T) {
 			name: "defaults",
 			want: ClientSettings{
 				ReceiverQueueSize: 5000, MaxPendingMessages: 10_000, Compression: pulsar.NoCompression,
-				BatchingMaxMessages: 1000, BatchingMaxSize: 128 << 10, BatchingMaxPublishDelay: 10 * time.Millisecond,
+				BatchingMaxMessages: 1000, BatchingMaxSize: 1 << 20, BatchingMaxPublishDelay: 10 * time.Millisecond,
 			},
 		},
 		{

@@ -96,7 +96,7 @@
 //   - "receiverQueueSize", "maxPendingMessages", "compression",
 //     "batchingMaxMessages", "batchingMaxSize" and
 //     "batchingMaxPublishDelayMs": the consumers' and producers' settings,
-//     defaults 5000, 10 000, none, 1000, 128 KiB and 10 ms (see
+//     defaults 5000, 10 000, none, 1000, 1 MiB and 10 ms (see
 //     ClientSettings, which also says how they meet the function details'
 //     own).
 //

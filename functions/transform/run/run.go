@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/functions/transform"
 )
@@ -54,11 +55,22 @@ func Process(p transform.Processor, in transform.Message) ([]pf.Record, error) {
 	}
 	out := make([]pf.Record, len(recs))
 	for i, r := range recs {
-		props := make(map[string]string, 2)
-		if !r.Origin.IsZero() {
-			r.Origin.SetOn(props)
-		}
-		out[i] = pf.Record{Key: r.Key, Payload: r.Payload, EventTime: r.EventTime, Properties: props}
+		out[i] = pf.Record{Key: r.Key, Payload: r.Payload, EventTime: r.EventTime, Properties: originProperties(r.Origin, in.Origin, i, len(recs))}
 	}
 	return out, nil
+}
+
+// originProperties returns the properties that give record i of n its
+// origin, nil when the runtime gives it that origin anyway: the runtime
+// puts the input's origin on output i of n as in.Child(i, n), as
+// transform.Transformation does. A record that keeps it then costs no map
+// of its own, and one of a derived input no copy of the input's
+// properties either (package pf reuses them).
+func originProperties(origin, in envelope.Origin, i, n int) map[string]string {
+	if origin.IsZero() || origin == in.Child(i, n) {
+		return nil
+	}
+	props := make(map[string]string, 2)
+	origin.SetOn(props)
+	return props
 }
