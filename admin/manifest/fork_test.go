@@ -69,9 +69,19 @@ func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
 				if st.Function != nil && (st.Function.Config.Name != st.Name || st.Function.Config.Output != st.Output || !slices.Equal(st.Function.Config.Inputs, st.Inputs)) {
 					t.Errorf("stage %s: its function config says %s reads %v writes %s", st.Name, st.Function.Config.Name, st.Function.Config.Inputs, st.Function.Config.Output)
 				}
-				// A copy catches up with bigger batches than the live path's.
-				if st.Function != nil && (st.Function.Config.UserConfig["batchingMaxMessages"] != 5000 || path[i].Function.Config.UserConfig["batchingMaxMessages"] != nil) {
-					t.Errorf("stage %s batches up to %v messages (the live one %v), want 5000 (unset)", st.Name, st.Function.Config.UserConfig["batchingMaxMessages"], path[i].Function.Config.UserConfig["batchingMaxMessages"])
+				// A copy catches up with bigger batches and queues than the
+				// live path's, which keeps the runtime's defaults.
+				if st.Function != nil {
+					for key, want := range map[string]any{"batchingMaxMessages": 5000, "receiverQueueSize": 10_000, "maxPendingMessages": 20_000} {
+						if got, live := st.Function.Config.UserConfig[key], path[i].Function.Config.UserConfig[key]; got != want || live != nil {
+							t.Errorf("stage %s: %s %v (the live one %v), want %v (unset)", st.Name, key, got, live, want)
+						}
+					}
+				}
+				if st.View != nil {
+					if got, live := st.View.Sink.UserConfig["receiverQueueSize"], path[i].View.Sink.UserConfig["receiverQueueSize"]; got != 10_000 || live != nil {
+						t.Errorf("sink %s: receiverQueueSize %v (the live one %v), want 10000 (unset)", st.Name, got, live)
+					}
 				}
 			}
 			if sink := forked[len(forked)-1].View; sink.Table() != tc.view+"_v"+string(rune('0'+tc.version)) {
