@@ -127,8 +127,8 @@ func ForkPath(path []*Stage, version int) []*Stage {
 // took 22.9 and 24.2 s, the broker 9.2 and 13.0 s of CPU, everything
 // 39.1 and 41.6 s; with a receiver queue of 20 000, 22.2 s and 7.9 s
 // (twice), the stages' larger heaps costing them more; with 10 000,
-// 20.7 s, 7.2 s and 35.0 s. The time a batch may wait stays the runtime's, since the
-// copy serves live traffic once it has caught up.
+// 20.7 s, 7.2 s and 35.0 s. The time a batch may wait stays the
+// runtime's, since the copy serves live traffic once it has caught up.
 var backfillFunction = map[string]any{
 	pf.UserConfigReceiverQueueSize:   10_000,
 	pf.UserConfigMaxPendingMessages:  20_000,
