@@ -72,15 +72,17 @@ func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
 				// A copy catches up with bigger batches and queues than the
 				// live path's, which keeps the runtime's defaults.
 				if st.Function != nil {
-					for key, want := range map[string]any{"batchingMaxMessages": 5000, "receiverQueueSize": 10_000, "maxPendingMessages": 20_000} {
+					for key, want := range map[string]any{"batchingMaxMessages": 5000, "receiverQueueSize": 10_000, "maxPendingMessages": 20_000, "memoryLimitMB": 400} {
 						if got, live := st.Function.Config.UserConfig[key], path[i].Function.Config.UserConfig[key]; got != want || live != nil {
 							t.Errorf("stage %s: %s %v (the live one %v), want %v (unset)", st.Name, key, got, live, want)
 						}
 					}
 				}
 				if st.View != nil {
-					if got, live := st.View.Sink.UserConfig["receiverQueueSize"], path[i].View.Sink.UserConfig["receiverQueueSize"]; got != 10_000 || live != nil {
-						t.Errorf("sink %s: receiverQueueSize %v (the live one %v), want 10000 (unset)", st.Name, got, live)
+					for key, want := range map[string]any{"receiverQueueSize": 10_000, "memoryLimitMB": 400} {
+						if got, live := st.View.Sink.UserConfig[key], path[i].View.Sink.UserConfig[key]; got != want || live != nil {
+							t.Errorf("sink %s: %s %v (the live one %v), want %v (unset)", st.Name, key, got, live, want)
+						}
 					}
 				}
 			}
