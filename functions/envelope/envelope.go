@@ -32,7 +32,8 @@ const (
 	// PropLedgerEpoch is set by foldline ingest on every ledger event: the
 	// epoch of the ledger topic it was published to (the topic property of
 	// the same name, written once by foldline deploy when it creates the
-	// topic). The first stage puts it into the origin position.
+	// topic). The first stage puts it into the origin position, and does
+	// not copy the property onto its outputs (package pf).
 	PropLedgerEpoch = "foldline.ledger.epoch"
 
 	// Dead-letter properties, set on every message published to a

@@ -90,17 +90,27 @@ func setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Or
 }
 
 // outputProperties returns a copy of the input's properties with the origin
-// set and then the record's properties laid over them. When that copy would
-// equal the input's (an input that already carries the origin, a record that
-// sets no properties) it returns the input's map itself: neither the runtime
-// nor the producer modifies a message's properties.
+// set and then the record's properties laid over them. The ledger epoch
+// ingest stamps on a ledger event (envelope.PropLedgerEpoch) is not copied
+// next to an origin, whose position carries it ("@epoch"): every property
+// costs each stage downstream its encoding and decoding, per message. When
+// the copy would equal the input's (an input that already carries the
+// origin, a record that sets no properties) it returns the input's map
+// itself: neither the runtime nor the producer modifies a message's
+// properties.
 func outputProperties(inProps map[string]string, origin envelope.Origin, recProps map[string]string) map[string]string {
 	if len(recProps) == 0 && carriesOrigin(inProps, origin) {
 		return inProps
 	}
 	props := make(map[string]string, len(inProps)+len(recProps)+2)
-	maps.Copy(props, inProps)
-	if !origin.IsZero() {
+	if origin.IsZero() {
+		maps.Copy(props, inProps)
+	} else {
+		for k, v := range inProps {
+			if k != envelope.PropLedgerEpoch {
+				props[k] = v
+			}
+		}
 		var buf [128]byte
 		props[envelope.PropOriginTopic] = origin.Topic
 		props[envelope.PropOriginPosition] = string(origin.Position.AppendTo(buf[:0]))

@@ -107,6 +107,8 @@ func TestParseLedgerEpochsRefusesBadValues(t *testing.T) {
 func TestOutputProperties(t *testing.T) {
 	origin := envelope.Origin{Topic: "persistent://t/n/l", Position: envelope.Position{Ledger: 1, Entry: 2, Batch: 3}}
 	carrying := map[string]string{"type": "x", envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "1:2:3"}
+	epoched := origin
+	epoched.Position.Epoch = "ep-1"
 	tests := []struct {
 		name      string
 		in, rec   map[string]string
@@ -121,6 +123,12 @@ func TestOutputProperties(t *testing.T) {
 		{name: "position not as written: rewritten", in: map[string]string{envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "01:2:3"}, origin: origin,
 			want: map[string]string{envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "1:2:3"}},
 		{name: "no origin: a copy", in: map[string]string{"type": "x"}, want: map[string]string{"type": "x"}},
+		// The position carries the epoch: ingest's property stays behind.
+		{name: "ledger event with its epoch", in: map[string]string{"type": "x", envelope.PropLedgerEpoch: "ep-1"}, origin: epoched,
+			want: map[string]string{"type": "x", envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "1:2:3@ep-1"}},
+		{name: "a record may set the epoch property", in: map[string]string{envelope.PropLedgerEpoch: "ep-1"}, origin: epoched, rec: map[string]string{envelope.PropLedgerEpoch: "ep-2"},
+			want: map[string]string{envelope.PropLedgerEpoch: "ep-2", envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "1:2:3@ep-1"}},
+		{name: "no origin: the epoch property is kept", in: map[string]string{envelope.PropLedgerEpoch: "ep-1"}, want: map[string]string{envelope.PropLedgerEpoch: "ep-1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
