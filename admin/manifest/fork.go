@@ -96,6 +96,12 @@ func ForkPath(path []*Stage, version int) []*Stage {
 			f.Config.CustomSerdeInputs = retargetKeys(f.Config.CustomSerdeInputs, input)
 			f.Config.Output = input(st.Output)
 			f.Config.UserConfig = forkUserConfig(f.Config.UserConfig, suffix, backfillFunction)
+			// A pod (resources.ram) that fits the live function's memory
+			// limit but not the copy's bigger one keeps the live limit: the
+			// copy must pass the check its function passed.
+			if _, own := st.Function.Config.UserConfig[pf.UserConfigMemoryLimitMB]; !own && len(checkMemory(f.Source, f.Config.Resources, f.Config.UserConfig)) > 0 {
+				delete(f.Config.UserConfig, pf.UserConfigMemoryLimitMB)
+			}
 			c.Function = &f
 			c.Name, c.SubName, c.Output = f.Config.Name, f.Config.SubName, f.Config.Output
 		} else {

@@ -1,21 +1,20 @@
 package manifest_test
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/internal/testenv"
 )
 
-// forkedStage is what a forked stage must look like.
-type forkedStage struct {
-	name, sub, output, dlt string
-	inputs                 []string
-}
-
-func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
+// shopGraph is the DAG of the repository's shop manifests.
+func shopGraph(t *testing.T) *manifest.Graph {
+	t.Helper()
 	set, err := manifest.Load(filepath.Join(testenv.RepoRoot(), "manifests"))
 	if err != nil {
 		t.Fatal(err)
@@ -24,6 +23,17 @@ func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
 	if err := problems.Err(); err != nil {
 		t.Fatal(err)
 	}
+	return graph
+}
+
+// forkedStage is what a forked stage must look like.
+type forkedStage struct {
+	name, sub, output, dlt string
+	inputs                 []string
+}
+
+func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
+	graph := shopGraph(t)
 	const p = "persistent://shop/pipeline/"
 	cases := []struct {
 		name    string
@@ -108,5 +118,44 @@ func TestStageWithoutManifestHasNoDeadLetterTopic(t *testing.T) {
 	st := &manifest.Stage{Kind: manifest.StageFunction, Name: "validate-bf-user_activity_v2"}
 	if dlt := st.DeadLetterTopic(); dlt != "" {
 		t.Errorf("dead-letter topic %q, want none", dlt)
+	}
+}
+
+// A copy gets a bigger memory limit only where its function's pod
+// (resources.ram) still holds 1.3 times it; a smaller pod keeps the live
+// function's limit, and a limit of the function's own is never changed.
+func TestForkPathKeepsTheMemoryLimitAPodHolds(t *testing.T) {
+	graph := shopGraph(t)
+	cases := []struct {
+		name string
+		ram  int64
+		own  any
+		want any
+	}{
+		{name: "no resources", want: 400},
+		{name: "a pod that holds it", ram: 1 << 30, want: 400},
+		{name: "a pod just big enough", ram: 520 << 20, want: 400},
+		{name: "a pod too small for it", ram: 519 << 20, want: nil},
+		{name: "a limit of its own", ram: 256 << 20, own: 100, want: 100},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := graph.PathTo("user_activity")
+			validate := *path[0].Function
+			validate.Config.UserConfig = maps.Clone(validate.Config.UserConfig)
+			if tc.ram > 0 {
+				validate.Config.Resources = &utils.Resources{CPU: 1, RAM: tc.ram, Disk: 1 << 30}
+			}
+			if tc.own != nil {
+				validate.Config.UserConfig["memoryLimitMB"] = tc.own
+			}
+			st := *path[0]
+			st.Function = &validate
+			path[0] = &st
+			forked := manifest.ForkPath(path, 2)
+			if got := forked[0].Function.Config.UserConfig["memoryLimitMB"]; got != tc.want {
+				t.Errorf("the copy's memoryLimitMB is %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
