@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -115,4 +116,46 @@ func scrape(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return string(body)
+}
+
+// The worker can give the control service and the metrics the same port
+// (it picks each a port free at that moment): one listener serves both,
+// where two would fail and the instance restart on the same ports for ever.
+func TestOnePortServesControlAndMetrics(t *testing.T) {
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	conf := testConf()
+	conf.Port, conf.MetricsPort = port, port
+	inst, _ := newTestInstance(t, conf, func(in []byte) ([]byte, error) { return in, nil })
+	stop, err := inst.serve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	if err := inst.process(t.Context(), ledgerEvent("a", 1), &fakeAcker{}); err != nil {
+		t.Fatal(err)
+	}
+	if inst.controlAddr != inst.metricsAddr {
+		t.Fatalf("control on %s, metrics on %s; want one address", inst.controlAddr, inst.metricsAddr)
+	}
+
+	conn, err := grpc.NewClient(inst.controlAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	control := instancepb.NewInstanceControlClient(conn)
+	if health, err := control.HealthCheck(t.Context(), &emptypb.Empty{}); err != nil || !health.Success {
+		t.Errorf("health check %v, %v", health, err)
+	}
+	if status, err := control.GetFunctionStatus(t.Context(), &emptypb.Empty{}); err != nil || status.NumReceived != 1 {
+		t.Errorf("status %v, %v; want 1 received", status, err)
+	}
+	if body := scrape(t, "http://"+inst.metricsAddr+"/metrics"); !strings.Contains(body, "pulsar_function_received_total") {
+		t.Errorf("metrics page lacks pulsar_function_received_total:\n%s", body)
+	}
 }

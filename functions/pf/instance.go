@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -732,28 +733,40 @@ func (inst *instance) producerOptions(topic string) pulsar.ProducerOptions {
 }
 
 // serve starts the gRPC control service on port and the Prometheus endpoint
-// on metricsPort; the returned func stops both.
+// on metricsPort; the returned func stops both. The worker picks the two
+// ports one after the other, each a port free at that moment, and can pick
+// the same one twice: one listener then serves both (see sharedPort), where
+// two would fail to start, and the worker would restart the instance on the
+// same ports for ever.
 func (inst *instance) serve() (stop func(), err error) {
 	c := inst.conf
-	grpcListener, err := net.Listen("tcp", fmt.Sprintf(":%d", c.Port))
-	if err != nil {
-		return nil, fmt.Errorf("listening for control calls on port %d: %w", c.Port, err)
-	}
-	metricsListener, err := net.Listen("tcp", fmt.Sprintf(":%d", c.MetricsPort))
-	if err != nil {
-		grpcListener.Close()
-		return nil, fmt.Errorf("listening for metrics on port %d: %w", c.MetricsPort, err)
-	}
 	grpcServer := grpc.NewServer()
 	instancepb.RegisterInstanceControlServer(grpcServer, &controlService{s: inst.stats, instanceID: c.InstanceID})
-	go func() { _ = grpcServer.Serve(grpcListener) }()
-
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(&collector{s: inst.stats, labels: promLabels(c)})
 	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	mux := http.NewServeMux()
 	mux.Handle("/", metrics)
 	mux.Handle("/metrics", metrics)
+
+	grpcListener, err := net.Listen("tcp", fmt.Sprintf(":%d", c.Port))
+	if err != nil {
+		return nil, fmt.Errorf("listening for control calls on port %d: %w", c.Port, err)
+	}
+	if c.Port != 0 && c.MetricsPort == c.Port {
+		inst.log.Warn("the worker gave the control service and the metrics the same port: serving both on it", "port", c.Port)
+		shared := sharedPort(grpcServer, mux)
+		go func() { _ = shared.Serve(grpcListener) }()
+		inst.controlAddr = grpcListener.Addr().String()
+		inst.metricsAddr = inst.controlAddr
+		return func() { _ = shared.Close() }, nil
+	}
+	metricsListener, err := net.Listen("tcp", fmt.Sprintf(":%d", c.MetricsPort))
+	if err != nil {
+		grpcListener.Close()
+		return nil, fmt.Errorf("listening for metrics on port %d: %w", c.MetricsPort, err)
+	}
+	go func() { _ = grpcServer.Serve(grpcListener) }()
 	httpServer := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = httpServer.Serve(metricsListener) }()
 
@@ -763,4 +776,24 @@ func (inst *instance) serve() (stop func(), err error) {
 		grpcServer.Stop()
 		_ = httpServer.Close()
 	}, nil
+}
+
+// sharedPort is one HTTP server for the control service and the metrics:
+// gRPC calls (HTTP/2 without TLS, as the worker makes them) go to
+// grpcServer, every other request to metrics.
+func sharedPort(grpcServer *grpc.Server, metrics http.Handler) *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+				grpcServer.ServeHTTP(w, r)
+				return
+			}
+			metrics.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+		Protocols:         &protocols,
+	}
 }
