@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 )
@@ -55,15 +57,7 @@ func waitRunning(ctx context.Context, pulsar *pulsarx.Clients, plan *Plan, timeo
 				waiting = append(waiting, fmt.Sprintf("%s: %v", st.Name, err))
 				continue
 			}
-			n := 0
-			var reasons []string
-			for _, inst := range status.Instances {
-				if inst.Status.Running {
-					n++
-				} else if inst.Status.Err != "" {
-					reasons = append(reasons, fmt.Sprintf("instance %d: %s", inst.InstanceID, inst.Status.Err))
-				}
-			}
+			n, reasons := runningInstances(status)
 			running += min(n, st.Parallelism)
 			if n < st.Parallelism {
 				w := fmt.Sprintf("%s: %d/%d running", st.Name, n, st.Parallelism)
@@ -90,6 +84,30 @@ func waitRunning(ctx context.Context, pulsar *pulsarx.Clients, plan *Plan, timeo
 		case <-time.After(runningPoll):
 		}
 	}
+}
+
+// runningInstances counts a function's running instances and says, for
+// each of the others, what the worker knows of why: its error, and how
+// often it restarted the instance. An instance that exits at once (a port
+// it cannot listen on, a config it refuses) leaves the error empty, and
+// the restarts are then all there is to tell it from a slow start; its own
+// last words are in the worker's output (for the stack's standalone,
+// .stack/pulsar/logs/pulsar.out).
+func runningInstances(status utils.FunctionStatus) (running int, reasons []string) {
+	for _, inst := range status.Instances {
+		st := inst.Status
+		switch {
+		case st.Running:
+			running++
+		case st.Err != "" && st.NumRestarts > 0:
+			reasons = append(reasons, fmt.Sprintf("instance %d: %s, restarted %d times", inst.InstanceID, st.Err, st.NumRestarts))
+		case st.Err != "":
+			reasons = append(reasons, fmt.Sprintf("instance %d: %s", inst.InstanceID, st.Err))
+		case st.NumRestarts > 0:
+			reasons = append(reasons, fmt.Sprintf("instance %d: restarted %d times, each time it exited (see the worker's output for its error)", inst.InstanceID, st.NumRestarts))
+		}
+	}
+	return running, reasons
 }
 
 // runningPoll is how often waitRunning asks the worker for the instances'
