@@ -95,13 +95,7 @@ func ForkPath(path []*Stage, version int) []*Stage {
 			f.Config.CustomSchemaInputs = retargetKeys(f.Config.CustomSchemaInputs, input)
 			f.Config.CustomSerdeInputs = retargetKeys(f.Config.CustomSerdeInputs, input)
 			f.Config.Output = input(st.Output)
-			f.Config.UserConfig = forkUserConfig(f.Config.UserConfig, suffix, backfillFunction)
-			// A pod (resources.ram) that fits the live function's memory
-			// limit but not the copy's bigger one keeps the live limit: the
-			// copy must pass the check its function passed.
-			if _, own := st.Function.Config.UserConfig[pf.UserConfigMemoryLimitMB]; !own && len(checkMemory(f.Source, f.Config.Resources, f.Config.UserConfig)) > 0 {
-				delete(f.Config.UserConfig, pf.UserConfigMemoryLimitMB)
-			}
+			f.Config.UserConfig = forkUserConfig(f.Config.UserConfig, suffix, functionCatchUp(&f))
 			c.Function = &f
 			c.Name, c.SubName, c.Output = f.Config.Name, f.Config.SubName, f.Config.Output
 		} else {
@@ -145,6 +139,18 @@ var backfillFunction = map[string]any{
 	pf.UserConfigBatchingMaxMessages: 5000,
 	pf.UserConfigBatchingMaxSize:     1 << 20,
 	pf.UserConfigMemoryLimitMB:       400,
+}
+
+// functionCatchUp is backfillFunction for f, without its memory limit
+// when f's pod (resources.ram) would not hold it: the copy must pass the
+// check its function passed, and keeps the live limit instead.
+func functionCatchUp(f *Function) map[string]any {
+	if len(checkMemory(f.Source, f.Config.Resources, backfillFunction)) == 0 {
+		return backfillFunction
+	}
+	catchUp := maps.Clone(backfillFunction)
+	delete(catchUp, pf.UserConfigMemoryLimitMB)
+	return catchUp
 }
 
 // backfillSink is what a backfill's copy of a sink reads with, unless its

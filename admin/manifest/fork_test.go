@@ -82,18 +82,12 @@ func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
 				// A copy catches up with bigger batches and queues than the
 				// live path's, which keeps the runtime's defaults.
 				if st.Function != nil {
-					for key, want := range map[string]any{"batchingMaxMessages": 5000, "receiverQueueSize": 10_000, "maxPendingMessages": 20_000, "memoryLimitMB": 400} {
-						if got, live := st.Function.Config.UserConfig[key], path[i].Function.Config.UserConfig[key]; got != want || live != nil {
-							t.Errorf("stage %s: %s %v (the live one %v), want %v (unset)", st.Name, key, got, live, want)
-						}
-					}
+					checkCatchUp(t, st.Name, st.Function.Config.UserConfig, path[i].Function.Config.UserConfig,
+						map[string]any{"batchingMaxMessages": 5000, "receiverQueueSize": 10_000, "maxPendingMessages": 20_000, "memoryLimitMB": 400})
 				}
 				if st.View != nil {
-					for key, want := range map[string]any{"receiverQueueSize": 10_000, "memoryLimitMB": 400} {
-						if got, live := st.View.Sink.UserConfig[key], path[i].View.Sink.UserConfig[key]; got != want || live != nil {
-							t.Errorf("sink %s: %s %v (the live one %v), want %v (unset)", st.Name, key, got, live, want)
-						}
-					}
+					checkCatchUp(t, st.Name, st.View.Sink.UserConfig, path[i].View.Sink.UserConfig,
+						map[string]any{"receiverQueueSize": 10_000, "memoryLimitMB": 400})
 				}
 			}
 			if sink := forked[len(forked)-1].View; sink.Table() != tc.view+"_v"+string(rune('0'+tc.version)) {
@@ -108,6 +102,17 @@ func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
 	}
 	if graph.PathTo("nope") != nil {
 		t.Error("PathTo of an unknown view is not nil")
+	}
+}
+
+// checkCatchUp checks that a copy's user config (got) sets the catch-up
+// keys of want, which its live stage's (live) leaves unset.
+func checkCatchUp(t *testing.T, stage string, got, live, want map[string]any) {
+	t.Helper()
+	for key, w := range want {
+		if got[key] != w || live[key] != nil {
+			t.Errorf("stage %s: %s %v (the live one %v), want %v (unset)", stage, key, got[key], live[key], w)
+		}
 	}
 }
 

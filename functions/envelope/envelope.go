@@ -119,6 +119,21 @@ func (p Position) Child(i, n int) Position {
 	return p
 }
 
+// IsChild reports whether p is parent.Child(i, n), without building the
+// child's path.
+func (p Position) IsChild(parent Position, i, n int) bool {
+	if n <= 1 {
+		return p == parent
+	}
+	rest, ok := strings.CutPrefix(p.Path, parent.Path)
+	if !ok || len(rest) < 2 || rest[0] != '/' {
+		return false
+	}
+	var buf [20]byte
+	p.Path = parent.Path
+	return string(strconv.AppendInt(buf[:0], int64(i), 10)) == rest[1:] && p == parent
+}
+
 // Compare orders two positions of the same partition and epoch: -1, 0 or
 // +1. Paths compare index by index; a path that is a prefix of another comes
 // first. Epochs are not compared: check SameEpoch first.

@@ -93,6 +93,41 @@ func TestChildPositionsFollowEmissionOrder(t *testing.T) {
 	}
 }
 
+// IsChild agrees with Child: every output's position is the child it was
+// built as, and no other.
+func TestIsChildAgreesWithChild(t *testing.T) {
+	parents := []envelope.Position{
+		{Ledger: 9, Entry: 4, Batch: 2},
+		{Ledger: 9, Entry: 4, Batch: 2, Path: "/1", Epoch: "e1"},
+	}
+	for _, parent := range parents {
+		for _, n := range []int{1, 2, 12, 150} {
+			for i := range n {
+				child := parent.Child(i, n)
+				if !child.IsChild(parent, i, n) {
+					t.Errorf("%s is not child %d of %d of %s", child, i, n, parent)
+				}
+				others := []struct {
+					i, n int
+					p    envelope.Position
+				}{
+					{i + 1, n + 1, parent}, // another index (of more outputs)
+					{i, n, envelope.Position{Ledger: 9, Entry: 5, Batch: 2, Path: parent.Path, Epoch: parent.Epoch}}, // another event
+					{i, n, envelope.Position{Ledger: 9, Entry: 4, Batch: 2, Path: parent.Path, Epoch: "e2"}},         // another epoch
+				}
+				for _, o := range others {
+					if child.IsChild(o.p, o.i, o.n) {
+						t.Errorf("%s is child %d of %d of %s too", child, o.i, o.n, o.p)
+					}
+				}
+			}
+		}
+	}
+	if (envelope.Position{Path: "/1/2"}).IsChild(envelope.Position{}, 1, 3) {
+		t.Error("a grandchild is a child")
+	}
+}
+
 func TestSameEpoch(t *testing.T) {
 	a := envelope.Position{Ledger: 1, Epoch: "a"}
 	tests := []struct {

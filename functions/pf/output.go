@@ -103,14 +103,9 @@ func outputProperties(inProps map[string]string, origin envelope.Origin, recProp
 		return inProps
 	}
 	props := make(map[string]string, len(inProps)+len(recProps)+2)
-	if origin.IsZero() {
-		maps.Copy(props, inProps)
-	} else {
-		for k, v := range inProps {
-			if k != envelope.PropLedgerEpoch {
-				props[k] = v
-			}
-		}
+	maps.Copy(props, inProps)
+	if !origin.IsZero() {
+		delete(props, envelope.PropLedgerEpoch)
 		var buf [128]byte
 		props[envelope.PropOriginTopic] = origin.Topic
 		props[envelope.PropOriginPosition] = string(origin.Position.AppendTo(buf[:0]))

@@ -67,7 +67,7 @@ func Process(p transform.Processor, in transform.Message) ([]pf.Record, error) {
 // of its own, and one of a derived input no copy of the input's
 // properties either (package pf reuses them).
 func originProperties(origin, in envelope.Origin, i, n int) map[string]string {
-	if origin.IsZero() || origin == in.Child(i, n) {
+	if origin.IsZero() || origin.Topic == in.Topic && origin.Position.IsChild(in.Position, i, n) {
 		return nil
 	}
 	props := make(map[string]string, 2)
