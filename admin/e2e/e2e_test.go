@@ -297,7 +297,7 @@ func TestShopViewsEqualFold(t *testing.T) {
 		want := s.ledger[rejected[i]]
 		props := msg.Properties()
 		if !bytes.Equal(msg.Payload(), want) || props[envelope.PropDeadLetterReason] == "" ||
-			props[envelope.PropDeadLetterSource] != ingest.DefaultTopic(s.tenant) || props[envelope.PropOriginPosition] == "" {
+			props[envelope.PropDeadLetterSource] != ingest.DefaultTopic(s.tenant) || !envelope.HasOrigin(props) {
 			t.Errorf("dead letter %d: %q with properties %v; want line %d, %q, with its reason, source and origin", i, msg.Payload(), props, rejected[i]+1, want)
 		}
 	}

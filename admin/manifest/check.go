@@ -312,6 +312,9 @@ func (s *Set) checkUserConfig(src Source, field string, uc map[string]any) Probl
 	if v, ok := uc[UserConfigOutputRouting]; ok && v != "key" && v != "origin" {
 		ps = append(ps, src.Problem(field+"."+UserConfigOutputRouting, "%v: want key or origin", v))
 	}
+	if v, ok := uc[pf.UserConfigOriginProperty]; ok && v != "pair" && v != "single" {
+		ps = append(ps, src.Problem(field+"."+pf.UserConfigOriginProperty, "%v: want pair or single", v))
+	}
 	if _, ok := uc[pf.UserConfigCPUProfile]; ok {
 		// A file the instance creates on the worker's machine, for
 		// benchmarks that start instances themselves: no manifest names one.

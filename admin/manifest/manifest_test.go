@@ -124,6 +124,11 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			want:  []wantProblem{{"functions/validate.yaml", "outputRouting: round-robin", "userConfig.outputRouting", "round-robin: want key or origin"}},
 		},
 		{
+			name:  "an origin form the runtime does not know",
+			edits: []edit{{"functions/validate.yaml", "  maxRetries: 3", "  maxRetries: 3\n  originProperty: both"}},
+			want:  []wantProblem{{"functions/validate.yaml", "originProperty: both", "userConfig.originProperty", "both: want pair or single"}},
+		},
+		{
 			name:  "a profile file on the worker's machine",
 			edits: []edit{{"functions/validate.yaml", "  maxRetries: 3", "  maxRetries: 3\n  cpuProfile: /etc/cron.d/x"}},
 			want:  []wantProblem{{"functions/validate.yaml", "cpuProfile: /etc/cron.d/x", "userConfig.cpuProfile", "not deployable"}},

@@ -22,11 +22,21 @@ import (
 
 // Message property names used by every stage.
 const (
-	// PropOriginTopic is the fully qualified ledger topic (partition) the
-	// causing event was published to.
-	PropOriginTopic = "foldline.origin.topic"
-	// PropOriginPosition is the causing event's position in that topic,
-	// formatted by Position.String.
+	// PropOrigin names the ledger event that caused a message: its
+	// position, formatted by Position.String, a space, and the fully
+	// qualified ledger topic (partition) it was published to, as
+	// Origin.String writes it: "1046:49:3/0@e1 persistent://acme/ledger/events".
+	// The position comes first because it never holds a space, so any topic
+	// name may follow it. One property, not two: every property costs each
+	// stage's client an entry to encode and decode, per message.
+	PropOrigin = "foldline.origin"
+
+	// PropOriginTopic and PropOriginPosition carry the origin as two
+	// properties, the topic and the position: the only form readers built
+	// before PropOrigin understand, and what a function writes until told
+	// that its readers read PropOrigin (package pf, originProperty).
+	// OriginFromProperties reads both forms; PropOrigin wins.
+	PropOriginTopic    = "foldline.origin.topic"
 	PropOriginPosition = "foldline.origin.pos"
 
 	// PropLedgerEpoch is set by foldline ingest on every ledger event: the
@@ -286,8 +296,52 @@ type Origin struct {
 // IsZero reports whether the origin is unset.
 func (o Origin) IsZero() bool { return o.Topic == "" }
 
-// SetOn writes the origin into a message's properties.
+// String formats the origin as PropOrigin carries it: "position topic".
+func (o Origin) String() string {
+	return string(o.AppendTo(make([]byte, 0, 34+len(o.Position.Path)+len(o.Position.Epoch)+len(o.Topic))))
+}
+
+// AppendTo appends the origin formatted as String does.
+func (o Origin) AppendTo(b []byte) []byte {
+	b = o.Position.AppendTo(b)
+	b = append(b, ' ')
+	return append(b, o.Topic...)
+}
+
+// Is reports whether text is the origin formatted as String does, without
+// formatting more than the position on the stack.
+func (o Origin) Is(text string) bool {
+	var buf [64]byte
+	pos := o.Position.AppendTo(buf[:0])
+	return len(text) == len(pos)+1+len(o.Topic) && text[:len(pos)] == string(pos) &&
+		text[len(pos)] == ' ' && text[len(pos)+1:] == o.Topic
+}
+
+// ParseOrigin reads an origin written by Origin.String.
+func ParseOrigin(s string) (Origin, error) {
+	pos, topic, ok := strings.Cut(s, " ")
+	if !ok || topic == "" {
+		return Origin{}, fmt.Errorf("parsing origin %q: %w: want position, a space and the ledger topic", s, ErrBadPosition)
+	}
+	p, err := ParsePosition(pos)
+	if err != nil {
+		return Origin{}, fmt.Errorf("parsing origin %q: %w", s, err)
+	}
+	return Origin{Topic: topic, Position: p}, nil
+}
+
+// SetOn writes the origin into a message's properties (PropOrigin), and
+// removes the properties that carried it before.
 func (o Origin) SetOn(props map[string]string) {
+	delete(props, PropOriginTopic)
+	delete(props, PropOriginPosition)
+	props[PropOrigin] = o.String()
+}
+
+// SetPairOn writes the origin into a message's properties as
+// PropOriginTopic and PropOriginPosition, and removes PropOrigin.
+func (o Origin) SetPairOn(props map[string]string) {
+	delete(props, PropOrigin)
 	props[PropOriginTopic] = o.Topic
 	props[PropOriginPosition] = o.Position.String()
 }
@@ -299,12 +353,54 @@ func (o Origin) Child(i, n int) Origin {
 	return o
 }
 
-// OriginFromProperties reads the origin from a message's properties. It
-// returns ErrNoOrigin when neither property is present, and a parse error when
-// they are present but malformed.
+// IsOriginProperty reports whether a property name carries an origin, in
+// either form.
+func IsOriginProperty(name string) bool {
+	return name == PropOrigin || name == PropOriginTopic || name == PropOriginPosition
+}
+
+// HasOrigin reports whether a message's properties carry an origin, well
+// formed or not: whether the message is derived rather than a ledger event.
+func HasOrigin(props map[string]string) bool {
+	if _, ok := props[PropOrigin]; ok {
+		return true
+	}
+	_, hasTopic := props[PropOriginTopic]
+	_, hasPos := props[PropOriginPosition]
+	return hasTopic || hasPos
+}
+
+// OriginTopic returns the origin topic a message's properties carry,
+// without reading the position; "" when they carry none.
+func OriginTopic(props map[string]string) string {
+	if v, ok := props[PropOrigin]; ok {
+		_, topic, _ := strings.Cut(v, " ")
+		return topic
+	}
+	return props[PropOriginTopic]
+}
+
+// OriginFromProperties reads the origin from a message's properties:
+// PropOrigin or, when it is absent, PropOriginTopic and
+// PropOriginPosition. It returns ErrNoOrigin when none of them is present,
+// and a parse error when they are present but malformed.
 func OriginFromProperties(props map[string]string) (Origin, error) {
+	if v, ok := props[PropOrigin]; ok {
+		o, err := ParseOrigin(v)
+		if err != nil {
+			return Origin{}, fmt.Errorf("reading origin: property %s: %w", PropOrigin, err)
+		}
+		return o, nil
+	}
 	topic, hasTopic := props[PropOriginTopic]
 	pos, hasPos := props[PropOriginPosition]
+	return LegacyOrigin(topic, pos, hasTopic, hasPos)
+}
+
+// LegacyOrigin reads an origin carried as PropOriginTopic and
+// PropOriginPosition, with whether each is present, as
+// OriginFromProperties does.
+func LegacyOrigin(topic, pos string, hasTopic, hasPos bool) (Origin, error) {
 	if !hasTopic && !hasPos {
 		return Origin{}, ErrNoOrigin
 	}

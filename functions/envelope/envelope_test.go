@@ -157,3 +157,90 @@ func TestParsePositionDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// An origin travels as one property, "position topic", which any topic name
+// may end (the position holds no space); the two properties that carried it
+// before are still read, and PropOrigin wins over them.
+func TestOriginFromProperties(t *testing.T) {
+	const topic = "persistent://acme/ledger/events-partition-3"
+	tests := []struct {
+		name    string
+		props   map[string]string
+		want    envelope.Origin
+		wantErr error // matched with errors.Is; nil: no error
+		bad     bool  // some error
+	}{
+		{name: "plain", props: map[string]string{envelope.PropOrigin: "7:3:1 " + topic},
+			want: envelope.Origin{Topic: topic, Position: envelope.Position{Ledger: 7, Entry: 3, Batch: 1}}},
+		{name: "path and epoch", props: map[string]string{envelope.PropOrigin: "7:3:1/0/2@e-1 " + topic},
+			want: envelope.Origin{Topic: topic, Position: envelope.Position{Ledger: 7, Entry: 3, Batch: 1, Path: "/0/2", Epoch: "e-1"}}},
+		{name: "a topic with spaces and @", props: map[string]string{envelope.PropOrigin: "7:3:1 persistent://t/n/a b@c"},
+			want: envelope.Origin{Topic: "persistent://t/n/a b@c", Position: envelope.Position{Ledger: 7, Entry: 3, Batch: 1}}},
+		{name: "legacy pair", props: map[string]string{envelope.PropOriginTopic: topic, envelope.PropOriginPosition: "7:3:1@e1"},
+			want: envelope.Origin{Topic: topic, Position: envelope.Position{Ledger: 7, Entry: 3, Batch: 1, Epoch: "e1"}}},
+		{name: "PropOrigin wins", props: map[string]string{envelope.PropOrigin: "8:0:0 " + topic, envelope.PropOriginTopic: "persistent://t/n/old", envelope.PropOriginPosition: "7:3:1"},
+			want: envelope.Origin{Topic: topic, Position: envelope.Position{Ledger: 8}}},
+		{name: "none", props: map[string]string{"type": "x"}, wantErr: envelope.ErrNoOrigin},
+		{name: "no topic", props: map[string]string{envelope.PropOrigin: "7:3:1"}, wantErr: envelope.ErrBadPosition},
+		{name: "empty topic", props: map[string]string{envelope.PropOrigin: "7:3:1 "}, wantErr: envelope.ErrBadPosition},
+		{name: "bad position", props: map[string]string{envelope.PropOrigin: "7:3 " + topic}, wantErr: envelope.ErrBadPosition},
+		{name: "topic first", props: map[string]string{envelope.PropOrigin: topic + " 7:3:1"}, bad: true},
+		{name: "empty", props: map[string]string{envelope.PropOrigin: ""}, wantErr: envelope.ErrBadPosition},
+		{name: "legacy without topic", props: map[string]string{envelope.PropOriginPosition: "7:3:1"}, bad: true},
+		{name: "legacy bad position", props: map[string]string{envelope.PropOriginTopic: topic, envelope.PropOriginPosition: "7:3"}, wantErr: envelope.ErrBadPosition},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := envelope.OriginFromProperties(tt.props)
+			switch {
+			case tt.wantErr != nil || tt.bad:
+				if err == nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+					t.Fatalf("OriginFromProperties = %+v, %v; want error %v", got, err, tt.wantErr)
+				}
+				if errors.Is(tt.wantErr, envelope.ErrNoOrigin) == envelope.HasOrigin(tt.props) {
+					t.Errorf("HasOrigin = %v for %v", envelope.HasOrigin(tt.props), tt.props)
+				}
+				return
+			case err != nil || got != tt.want:
+				t.Fatalf("OriginFromProperties = %+v, %v; want %+v", got, err, tt.want)
+			}
+			if !envelope.HasOrigin(tt.props) {
+				t.Error("HasOrigin = false")
+			}
+			if ot := envelope.OriginTopic(tt.props); ot != tt.want.Topic {
+				t.Errorf("OriginTopic = %q, want %q", ot, tt.want.Topic)
+			}
+			// Written back, it is one property, read as the same origin.
+			props := map[string]string{envelope.PropOriginTopic: "x", envelope.PropOriginPosition: "y", "type": "z"}
+			got.SetOn(props)
+			if len(props) != 2 || props["type"] != "z" || props[envelope.PropOrigin] != got.String() {
+				t.Errorf("SetOn left %v", props)
+			}
+			if back, err := envelope.ParseOrigin(got.String()); err != nil || back != got {
+				t.Errorf("ParseOrigin(%q) = %+v, %v", got.String(), back, err)
+			}
+		})
+	}
+}
+
+// Origin.Is agrees with String, and tells apart origins that differ
+// anywhere: position, path, epoch or topic.
+func TestOriginIs(t *testing.T) {
+	o := envelope.Origin{Topic: "persistent://t/n/l", Position: envelope.Position{Ledger: 1, Entry: 2, Batch: 3, Path: "/1", Epoch: "e1"}}
+	if !o.Is(o.String()) {
+		t.Fatalf("%s is not itself", o)
+	}
+	for _, text := range []string{"1:2:3/1@e1 persistent://t/n/m", "1:2:3/1@e2 persistent://t/n/l", "1:2:3@e1 persistent://t/n/l",
+		"1:2:4/1@e1 persistent://t/n/l", "1:2:3/1@e1persistent://t/n/l", "1:2:3/1@e1 persistent://t/n/l ", ""} {
+		if o.Is(text) {
+			t.Errorf("%s is %q", o, text)
+		}
+	}
+	long := envelope.Origin{Topic: "persistent://t/n/l", Position: envelope.Position{Ledger: 1, Path: "/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17/18/19/20/21/22/23/24/25/26/27/28/29/30"}}
+	if !long.Is(long.String()) {
+		t.Errorf("an origin whose position is longer than the stack buffer is not itself")
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = o.Is("1:2:3/1@e1 persistent://t/n/l") }); n != 0 {
+		t.Errorf("Is allocates %v times", n)
+	}
+}

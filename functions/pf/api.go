@@ -22,7 +22,8 @@ type Record struct {
 	// Payload is the message body.
 	Payload []byte
 	// Properties are added over the input's properties (the input's map is
-	// never modified); the origin position is kept unless set here.
+	// never modified); the origin position is kept unless set here
+	// (envelope.Origin.SetOn).
 	Properties map[string]string
 	// EventTime is the message's event time; zero means the input's event time.
 	EventTime time.Time

@@ -114,6 +114,9 @@ type instanceConf struct {
 	// LedgerEpochs gives ledger events without an epoch of their own the
 	// epoch of their topic (UserConfigLedgerEpochs).
 	LedgerEpochs ledgerEpochs
+	// OriginForm is how outputs carry their origin
+	// (UserConfigOriginProperty).
+	OriginForm originForm
 	// Routing chooses each output's partition (UserConfigOutputRouting).
 	Routing routing
 	// Runtime tunes the Go garbage collector and GOMAXPROCS (gc.go).
@@ -439,6 +442,9 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 		return err
 	}
 	if c.LedgerEpochs, err = parseLedgerEpochs(c.UserConfig); err != nil {
+		return err
+	}
+	if c.OriginForm, err = parseOriginForm(c.UserConfig); err != nil {
 		return err
 	}
 	if c.Routing, err = parseRouting(c.UserConfig); err != nil {

@@ -14,8 +14,8 @@
 // Beyond upstream:
 //
 //   - Output keeps the input's key, properties and event time, and carries
-//     the origin position (envelope.PropOriginTopic/PropOriginPosition) of
-//     the ledger event that caused it. A message without origin properties
+//     the origin position (envelope.PropOrigin) of the ledger event that
+//     caused it. A message without an origin property
 //     is a ledger event: its origin is its own topic (partition) and message
 //     id. A handler of shape func(context.Context, []byte) ([]Record, error)
 //     emits zero, one or many records and may set topic, key, properties and

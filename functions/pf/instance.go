@@ -303,11 +303,11 @@ func (inst *instance) deadLetter(in *input, reason error) {
 	}
 	in.deadLetters++
 	in.first = pulsar.ProducerMessage{}
-	setDeadLetter(&in.first, msg, in.fc.origin, inst.conf.FQFN(), in.attempts, reason)
+	inst.conf.OriginForm.setDeadLetter(&in.first, msg, in.fc.origin, inst.conf.FQFN(), in.attempts, reason)
 	if in.deadLetters > 1 || messageSize(&in.first) > inst.conf.MaxMessageBytes {
 		in.deadLetters = 2
 		in.first = pulsar.ProducerMessage{}
-		setBareDeadLetter(&in.first, msg, in.fc.origin, inst.conf.FQFN(), in.attempts, reason)
+		inst.conf.OriginForm.setBareDeadLetter(&in.first, msg, in.fc.origin, inst.conf.FQFN(), in.attempts, reason)
 	}
 	in.one[0] = outbound{topic: inst.conf.DeadLetterTopic, msg: &in.first}
 	// A dead letter is acknowledged whatever the guarantee (unless already
@@ -335,7 +335,7 @@ func (inst *instance) outputs(in *input, records []Record) []outbound {
 		}
 		// Each of several outputs gets its own position under the input's
 		// origin, so that a sink tells them apart from redeliveries.
-		setOutput(pm, in.fc.msg, in.fc.origin.Child(i, len(records)), rec)
+		inst.conf.OriginForm.setOutput(pm, in.fc.msg, in.fc.origin.Child(i, len(records)), rec)
 		out = append(out, outbound{topic: topic, msg: pm})
 	}
 	return out

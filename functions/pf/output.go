@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -38,47 +39,93 @@ type acker interface {
 // producer published, the one configured for its topic.
 func originOf(msg pulsar.Message, epochs ledgerEpochs) (envelope.Origin, error) {
 	props := msg.Properties()
-	topic, hasTopic := props[envelope.PropOriginTopic]
-	pos, hasPos := props[envelope.PropOriginPosition]
-	if !hasTopic && !hasPos {
-		id := msg.ID()
-		epoch := props[envelope.PropLedgerEpoch]
-		if epoch != "" {
-			if err := envelope.CheckEpoch(epoch); err != nil {
-				return envelope.Origin{}, fmt.Errorf("reading property %s of a ledger event: %w", envelope.PropLedgerEpoch, err)
-			}
-		} else {
-			epoch = epochs.of(msg.Topic())
+	origin, err := envelope.OriginFromProperties(props)
+	if !errors.Is(err, envelope.ErrNoOrigin) {
+		return origin, err // derived, or malformed
+	}
+	id := msg.ID()
+	epoch := props[envelope.PropLedgerEpoch]
+	if epoch != "" {
+		if err := envelope.CheckEpoch(epoch); err != nil {
+			return envelope.Origin{}, fmt.Errorf("reading property %s of a ledger event: %w", envelope.PropLedgerEpoch, err)
 		}
-		return envelope.Origin{
-			Topic:    msg.Topic(),
-			Position: envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx(), Epoch: epoch},
-		}, nil
+	} else {
+		epoch = epochs.of(msg.Topic())
 	}
-	if p, err := envelope.ParsePosition(pos); err == nil && topic != "" {
-		return envelope.Origin{Topic: topic, Position: p}, nil
-	}
-	// Malformed: envelope's reader says how.
-	return envelope.OriginFromProperties(props)
+	return envelope.Origin{
+		Topic:    msg.Topic(),
+		Position: envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx(), Epoch: epoch},
+	}, nil
 }
 
-// carriesOrigin reports whether props hold origin exactly as
-// envelope.Origin.SetOn would write it.
-func carriesOrigin(props map[string]string, origin envelope.Origin) bool {
-	if origin.IsZero() || props[envelope.PropOriginTopic] != origin.Topic {
+// UserConfigOriginProperty chooses how outputs carry their origin: "pair"
+// (the default: envelope.PropOriginTopic and PropOriginPosition, the form
+// every reader understands, those built before 4 December 2026 included)
+// or "single" (envelope.PropOrigin: one property less for each stage
+// downstream to encode and decode, per message). Every reader since reads
+// both. A function may write "single" once every function that reads its
+// output runs a runtime of 4 December 2026 or later: an older reader takes
+// a message without the pair for a ledger event, its own position for
+// the origin, and a redelivery across the upgrade would then apply twice.
+// A backfill's copies write "single" (package manifest): they are the only
+// readers of each other's topics.
+const UserConfigOriginProperty = "originProperty"
+
+// originForm is UserConfigOriginProperty parsed.
+type originForm int
+
+const (
+	originPair originForm = iota
+	originSingle
+)
+
+// parseOriginForm reads UserConfigOriginProperty from a user config.
+func parseOriginForm(userConfig map[string]any) (originForm, error) {
+	var v string
+	if err := userString(userConfig, UserConfigOriginProperty, &v); err != nil {
+		return originPair, err
+	}
+	switch strings.ToLower(v) {
+	case "", "pair":
+		return originPair, nil
+	case "single":
+		return originSingle, nil
+	}
+	return originPair, fmt.Errorf("%w: user config key %q: %q is not pair or single", ErrBadConfig, UserConfigOriginProperty, v)
+}
+
+// set writes origin into props in the form f, removing the other form.
+func (f originForm) set(props map[string]string, origin envelope.Origin) {
+	if f == originSingle {
+		origin.SetOn(props)
+		return
+	}
+	origin.SetPairOn(props)
+}
+
+// carries reports whether props hold origin exactly as set would write it,
+// and not in the other form too.
+func (f originForm) carries(props map[string]string, origin envelope.Origin) bool {
+	if origin.IsZero() {
 		return false
 	}
-	var buf [128]byte
-	return props[envelope.PropOriginPosition] == string(origin.Position.AppendTo(buf[:0]))
+	text, single := props[envelope.PropOrigin]
+	topic, hasTopic := props[envelope.PropOriginTopic]
+	pos, hasPos := props[envelope.PropOriginPosition]
+	if f == originSingle {
+		return single && !hasTopic && !hasPos && origin.Is(text)
+	}
+	var buf [64]byte
+	return !single && topic == origin.Topic && hasPos && pos == string(origin.Position.AppendTo(buf[:0]))
 }
 
 // setOutput fills pm, the message for rec, taking what rec leaves unset from
 // the input: key, properties (rec's are laid over the input's), origin and
 // event time.
-func setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, rec *Record) {
+func (f originForm) setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, rec *Record) {
 	pm.Payload = rec.Payload
 	pm.Key = rec.Key
-	pm.Properties = outputProperties(in.Properties(), origin, rec.Properties)
+	pm.Properties = f.outputProperties(in.Properties(), origin, rec.Properties)
 	pm.EventTime = rec.EventTime
 	if pm.Key == "" {
 		pm.Key = in.Key()
@@ -90,27 +137,35 @@ func setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Or
 }
 
 // outputProperties returns a copy of the input's properties with the origin
-// set and then the record's properties laid over them. The ledger epoch
-// ingest stamps on a ledger event (envelope.PropLedgerEpoch) is not copied
-// next to an origin, whose position carries it ("@epoch"): every property
+// set in the form f and then the record's properties laid over them; a
+// record that sets an origin of its own, in either form, gets it in the
+// form f too. Next to an origin, neither the ledger epoch ingest stamps on
+// a ledger event (envelope.PropLedgerEpoch), which the origin's position
+// carries ("@epoch"), nor the origin's other form is copied: every property
 // costs each stage downstream its encoding and decoding, per message. When
 // the copy would equal the input's (an input that already carries the
 // origin, a record that sets no properties) it returns the input's map
 // itself: neither the runtime nor the producer modifies a message's
 // properties.
-func outputProperties(inProps map[string]string, origin envelope.Origin, recProps map[string]string) map[string]string {
-	if len(recProps) == 0 && carriesOrigin(inProps, origin) {
+func (f originForm) outputProperties(inProps map[string]string, origin envelope.Origin, recProps map[string]string) map[string]string {
+	if len(recProps) == 0 && f.carries(inProps, origin) {
 		return inProps
 	}
 	props := make(map[string]string, len(inProps)+len(recProps)+2)
 	maps.Copy(props, inProps)
+	own, err := envelope.OriginFromProperties(recProps)
+	if err == nil {
+		origin = own
+	}
 	if !origin.IsZero() {
 		delete(props, envelope.PropLedgerEpoch)
-		var buf [128]byte
-		props[envelope.PropOriginTopic] = origin.Topic
-		props[envelope.PropOriginPosition] = string(origin.Position.AppendTo(buf[:0]))
+		f.set(props, origin)
 	}
-	maps.Copy(props, recProps)
+	for k, v := range recProps {
+		if err != nil || !envelope.IsOriginProperty(k) {
+			props[k] = v
+		}
+	}
 	return props
 }
 
@@ -152,8 +207,8 @@ func messageSize(pm *pulsar.ProducerMessage) int {
 
 // setDeadLetter fills pm with the dead-letter message for an input that
 // failed.
-func setDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, fqfn string, attempts int, reason error) {
-	setOutput(pm, in, origin, &Record{
+func (f originForm) setDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, fqfn string, attempts int, reason error) {
+	f.setOutput(pm, in, origin, &Record{
 		Payload:    in.Payload(),
 		Properties: deadLetterProperties(in, fqfn, attempts, reason),
 	})
@@ -163,10 +218,10 @@ func setDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelop
 // whose full dead letter is too large: the input's key (cut to
 // maxKeyBytes), origin and event time, the dead-letter properties and the
 // payload's size, but neither its payload nor its other properties.
-func setBareDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, fqfn string, attempts int, reason error) {
+func (f originForm) setBareDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, fqfn string, attempts int, reason error) {
 	props := deadLetterProperties(in, fqfn, attempts, reason)
 	props[PropDeadLetterPayloadBytes] = strconv.Itoa(len(in.Payload()))
-	pm.Properties = outputProperties(nil, origin, props)
+	pm.Properties = f.outputProperties(nil, origin, props)
 	pm.Key = textcap.Truncate(in.Key(), maxKeyBytes)
 	pm.EventTime = in.EventTime()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strconv"
 	"strings"
@@ -22,15 +23,19 @@ func TestOriginOf(t *testing.T) {
 		wantErr string
 	}{
 		{name: "ledger event", props: map[string]string{"type": "x"}, want: envelope.Origin{Topic: inTopic, Position: envelope.Position{Ledger: 7, Entry: 4, Batch: 1}}},
-		{name: "derived", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l", envelope.PropOriginPosition: "1:2:3"},
+		{name: "derived", props: map[string]string{envelope.PropOrigin: "1:2:3 persistent://t/n/l"},
+			want: envelope.Origin{Topic: "persistent://t/n/l", Position: envelope.Position{Ledger: 1, Entry: 2, Batch: 3}}},
+		{name: "derived, written before the origin was one property", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l", envelope.PropOriginPosition: "1:2:3"},
 			want: envelope.Origin{Topic: "persistent://t/n/l", Position: envelope.Position{Ledger: 1, Entry: 2, Batch: 3}}},
 		{name: "ledger event with epoch", props: map[string]string{envelope.PropLedgerEpoch: "ep-1"}, want: envelope.Origin{Topic: inTopic, Position: envelope.Position{Ledger: 7, Entry: 4, Batch: 1, Epoch: "ep-1"}}},
-		{name: "derived with path and epoch", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l", envelope.PropOriginPosition: "1:2:3/1/0@ep-1"},
+		{name: "derived with path and epoch", props: map[string]string{envelope.PropOrigin: "1:2:3/1/0@ep-1 persistent://t/n/l"},
 			want: envelope.Origin{Topic: "persistent://t/n/l", Position: envelope.Position{Ledger: 1, Entry: 2, Batch: 3, Path: "/1/0", Epoch: "ep-1"}}},
-		{name: "bad position", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l", envelope.PropOriginPosition: "1:2"}, wantErr: "want ledger:entry:batch"},
-		{name: "no position", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l"}, wantErr: "want ledger:entry:batch"},
-		{name: "empty topic", props: map[string]string{envelope.PropOriginTopic: "", envelope.PropOriginPosition: "1:2:3"}, wantErr: "is missing"},
-		{name: "no topic", props: map[string]string{envelope.PropOriginPosition: "1:2:3"}, wantErr: "is missing"},
+		{name: "bad position", props: map[string]string{envelope.PropOrigin: "1:2 persistent://t/n/l"}, wantErr: "want ledger:entry:batch"},
+		{name: "no topic", props: map[string]string{envelope.PropOrigin: "1:2:3"}, wantErr: "want position, a space and the ledger topic"},
+		{name: "bad legacy position", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l", envelope.PropOriginPosition: "1:2"}, wantErr: "want ledger:entry:batch"},
+		{name: "no legacy position", props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l"}, wantErr: "want ledger:entry:batch"},
+		{name: "empty legacy topic", props: map[string]string{envelope.PropOriginTopic: "", envelope.PropOriginPosition: "1:2:3"}, wantErr: "is missing"},
+		{name: "no legacy topic", props: map[string]string{envelope.PropOriginPosition: "1:2:3"}, wantErr: "is missing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,7 +74,7 @@ func TestOriginOfTakesTheConfiguredEpoch(t *testing.T) {
 		{name: "a partition of a configured topic", topic: "persistent://t/n/parted-partition-3", props: map[string]string{}, wantEpoch: "ep-parted"},
 		{name: "a topic not configured", topic: "persistent://t/n/other", props: map[string]string{}, wantEpoch: ""},
 		{name: "a derived input keeps its origin's", topic: inTopic,
-			props: map[string]string{envelope.PropOriginTopic: "persistent://t/n/l", envelope.PropOriginPosition: "1:2:3@ep-origin"}, wantEpoch: "ep-origin"},
+			props: map[string]string{envelope.PropOrigin: "1:2:3@ep-origin persistent://t/n/l"}, wantEpoch: "ep-origin"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,44 +111,87 @@ func TestParseLedgerEpochsRefusesBadValues(t *testing.T) {
 
 func TestOutputProperties(t *testing.T) {
 	origin := envelope.Origin{Topic: "persistent://t/n/l", Position: envelope.Position{Ledger: 1, Entry: 2, Batch: 3}}
-	carrying := map[string]string{"type": "x", envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "1:2:3"}
 	epoched := origin
 	epoched.Position.Epoch = "ep-1"
-	tests := []struct {
-		name      string
-		in, rec   map[string]string
-		origin    envelope.Origin
-		want      map[string]string
-		wantShare bool
-	}{
-		{name: "input carries the origin: shared", in: carrying, origin: origin, want: carrying, wantShare: true},
-		{name: "record sets properties", in: carrying, rec: map[string]string{"type": "y"}, origin: origin,
-			want: map[string]string{"type": "y", envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "1:2:3"}},
-		{name: "ledger event gets the origin", in: map[string]string{"type": "x"}, origin: origin, want: carrying},
-		{name: "position not as written: rewritten", in: map[string]string{envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "01:2:3"}, origin: origin,
-			want: map[string]string{envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "1:2:3"}},
-		{name: "no origin: a copy", in: map[string]string{"type": "x"}, want: map[string]string{"type": "x"}},
-		// The position carries the epoch: ingest's property stays behind.
-		{name: "ledger event with its epoch", in: map[string]string{"type": "x", envelope.PropLedgerEpoch: "ep-1"}, origin: epoched,
-			want: map[string]string{"type": "x", envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "1:2:3@ep-1"}},
-		{name: "a record may set the epoch property", in: map[string]string{envelope.PropLedgerEpoch: "ep-1"}, origin: epoched, rec: map[string]string{envelope.PropLedgerEpoch: "ep-2"},
-			want: map[string]string{envelope.PropLedgerEpoch: "ep-2", envelope.PropOriginTopic: origin.Topic, envelope.PropOriginPosition: "1:2:3@ep-1"}},
-		{name: "no origin: the epoch property is kept", in: map[string]string{envelope.PropLedgerEpoch: "ep-1"}, want: map[string]string{envelope.PropLedgerEpoch: "ep-1"}},
+	// with returns props plus the origin at pos of topic persistent://t/n/l,
+	// in form f.
+	with := func(f originForm, pos string, props map[string]string) map[string]string {
+		props = maps.Clone(props)
+		if props == nil {
+			props = map[string]string{}
+		}
+		if f == originSingle {
+			props[envelope.PropOrigin] = pos + " " + origin.Topic
+		} else {
+			props[envelope.PropOriginTopic], props[envelope.PropOriginPosition] = origin.Topic, pos
+		}
+		return props
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			before := fmt.Sprint(tt.in)
-			got := outputProperties(tt.in, tt.origin, tt.rec)
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("properties %v, want %v", got, tt.want)
-			}
-			if shared := reflect.ValueOf(got).UnsafePointer() == reflect.ValueOf(tt.in).UnsafePointer(); shared != tt.wantShare {
-				t.Errorf("shares the input's map: %v, want %v", shared, tt.wantShare)
-			}
-			if fmt.Sprint(tt.in) != before {
-				t.Errorf("input properties changed to %v", tt.in)
-			}
-		})
+	type x = map[string]string
+	for _, f := range []originForm{originPair, originSingle} {
+		other := originSingle - f
+		carrying := with(f, "1:2:3", x{"type": "x"})
+		tests := []struct {
+			name      string
+			in, rec   map[string]string
+			origin    envelope.Origin
+			want      map[string]string
+			wantShare bool
+		}{
+			{name: "input carries the origin: shared", in: carrying, origin: origin, want: carrying, wantShare: true},
+			{name: "record sets properties", in: carrying, rec: x{"type": "y"}, origin: origin, want: with(f, "1:2:3", x{"type": "y"})},
+			{name: "ledger event gets the origin", in: x{"type": "x"}, origin: origin, want: carrying},
+			{name: "position not as written: rewritten", in: with(f, "01:2:3", nil), origin: origin, want: with(f, "1:2:3", nil)},
+			// The other form gives way: a reader prefers the single
+			// property, and an older one reads only the pair.
+			{name: "input in the other form: rewritten", in: with(other, "1:2:3", x{"type": "x"}), origin: origin, want: carrying},
+			{name: "input in both forms: rewritten", in: with(other, "1:2:3", carrying), origin: origin, want: carrying},
+			{name: "a record's own origin, in the other form", in: carrying, rec: with(other, "0:0:0", x{"type": "y"}), origin: origin,
+				want: with(f, "0:0:0", x{"type": "y"})},
+			{name: "a record's malformed origin is laid over as it is", in: x{}, rec: x{envelope.PropOriginPosition: "0:0"}, origin: origin,
+				want: func() x { w := with(f, "1:2:3", nil); w[envelope.PropOriginPosition] = "0:0"; return w }()},
+			{name: "no origin: a copy", in: x{"type": "x"}, want: x{"type": "x"}},
+			// The position carries the epoch: ingest's property stays behind.
+			{name: "ledger event with its epoch", in: x{"type": "x", envelope.PropLedgerEpoch: "ep-1"}, origin: epoched, want: with(f, "1:2:3@ep-1", x{"type": "x"})},
+			{name: "a record may set the epoch property", in: x{envelope.PropLedgerEpoch: "ep-1"}, origin: epoched, rec: x{envelope.PropLedgerEpoch: "ep-2"},
+				want: with(f, "1:2:3@ep-1", x{envelope.PropLedgerEpoch: "ep-2"})},
+			{name: "no origin: the epoch property is kept", in: x{envelope.PropLedgerEpoch: "ep-1"}, want: x{envelope.PropLedgerEpoch: "ep-1"}},
+		}
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%d/%s", f, tt.name), func(t *testing.T) {
+				before := fmt.Sprint(tt.in)
+				got := f.outputProperties(tt.in, tt.origin, tt.rec)
+				if !reflect.DeepEqual(got, tt.want) {
+					t.Errorf("properties %v, want %v", got, tt.want)
+				}
+				if shared := reflect.ValueOf(got).UnsafePointer() == reflect.ValueOf(tt.in).UnsafePointer(); shared != tt.wantShare {
+					t.Errorf("shares the input's map: %v, want %v", shared, tt.wantShare)
+				}
+				if fmt.Sprint(tt.in) != before {
+					t.Errorf("input properties changed to %v", tt.in)
+				}
+				if o, err := envelope.OriginFromProperties(got); tt.origin != (envelope.Origin{}) && tt.rec[envelope.PropOriginPosition] != "0:0" && err != nil {
+					t.Errorf("the output's origin does not read: %+v, %v", o, err)
+				}
+			})
+		}
+	}
+}
+
+func TestParseOriginForm(t *testing.T) {
+	for v, want := range map[any]originForm{nil: originPair, "pair": originPair, "single": originSingle, "SINGLE": originSingle} {
+		uc := map[string]any{}
+		if v != nil {
+			uc[UserConfigOriginProperty] = v
+		}
+		if got, err := parseOriginForm(uc); err != nil || got != want {
+			t.Errorf("%v: got %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []any{"both", 1.0} {
+		if _, err := parseOriginForm(map[string]any{UserConfigOriginProperty: v}); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("%v: error %v, want ErrBadConfig", v, err)
+		}
 	}
 }
 
@@ -263,7 +311,7 @@ func TestProducerRefusalAsTooLargeIsDeadLettered(t *testing.T) {
 
 func TestDeadLetterReasonIsCut(t *testing.T) {
 	var pm pulsar.ProducerMessage
-	setDeadLetter(&pm, ledgerEvent("x", 1), envelope.Origin{}, "t/n/f", 1, errors.New(strings.Repeat("r", 6<<20)))
+	originPair.setDeadLetter(&pm, ledgerEvent("x", 1), envelope.Origin{}, "t/n/f", 1, errors.New(strings.Repeat("r", 6<<20)))
 	if reason := pm.Properties[envelope.PropDeadLetterReason]; len(reason) > maxReasonBytes || !strings.HasSuffix(reason, "[truncated from 6291456 bytes]") {
 		t.Errorf("reason of %d bytes ending %q", len(reason), reason[len(reason)-40:])
 	}

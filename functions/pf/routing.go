@@ -59,7 +59,7 @@ func routeByOriginPartition(msg *pulsar.ProducerMessage, meta pulsar.TopicMetada
 	if n <= 1 {
 		return 0
 	}
-	if p, ok := partitionOf(msg.Properties[envelope.PropOriginTopic]); ok {
+	if p, ok := partitionOf(envelope.OriginTopic(msg.Properties)); ok {
 		return int(uint32(p) % n)
 	}
 	h := fnv.New32a()

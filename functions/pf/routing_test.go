@@ -45,7 +45,12 @@ func TestParseRouting(t *testing.T) {
 
 func TestRouteByOriginPartition(t *testing.T) {
 	msg := func(origin, key string) *pulsar.ProducerMessage {
-		return &pulsar.ProducerMessage{Key: key, Properties: map[string]string{envelope.PropOriginTopic: origin}}
+		return &pulsar.ProducerMessage{Key: key, Properties: map[string]string{envelope.PropOrigin: "1:2:3 " + origin}}
+	}
+	// A message derived before the origin was one property routes alike.
+	legacy := &pulsar.ProducerMessage{Key: "u1", Properties: map[string]string{envelope.PropOriginTopic: "persistent://t/ledger/events-partition-3"}}
+	if got := routeByOriginPartition(legacy, partitions(4)); got != 3 {
+		t.Errorf("a legacy origin in partition 3 went to partition %d", got)
 	}
 	for _, tc := range []struct {
 		origin string

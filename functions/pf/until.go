@@ -77,7 +77,7 @@ func (c cutoff) skips(msg pulsar.Message, origin envelope.Origin) bool {
 	if c.publishTime.IsZero() && c.position == nil && c.eventTime.IsZero() {
 		return false
 	}
-	if _, derived := msg.Properties()[envelope.PropOriginTopic]; derived {
+	if envelope.HasOrigin(msg.Properties()) {
 		return false
 	}
 	if !c.eventTime.IsZero() {

@@ -227,9 +227,13 @@ func originOf(m Message) (envelope.Origin, error) {
 // to say what is wrong. An origin topic equal to reuse is reuse itself,
 // not a new string.
 func fieldsOrigin(f localwire.Fields, reuse string) (envelope.Origin, error) {
-	topic, hasTopic := f.Property(envelope.PropOriginTopic)
-	pos, hasPos := f.Property(envelope.PropOriginPosition)
-	if hasTopic && hasPos && len(topic) > 0 {
+	text, ok := f.Property(envelope.PropOrigin)
+	if !ok {
+		topic, hasTopic := f.Property(envelope.PropOriginTopic)
+		pos, hasPos := f.Property(envelope.PropOriginPosition)
+		return envelope.LegacyOrigin(string(topic), string(pos), hasTopic, hasPos)
+	}
+	if pos, topic, found := bytes.Cut(text, []byte{' '}); found && len(topic) > 0 {
 		if p, err := envelope.ParsePosition(string(pos)); err == nil {
 			if string(topic) != reuse {
 				reuse = string(topic)
@@ -237,14 +241,7 @@ func fieldsOrigin(f localwire.Fields, reuse string) (envelope.Origin, error) {
 			return envelope.Origin{Topic: reuse, Position: p}, nil
 		}
 	}
-	props := map[string]string{}
-	if hasTopic {
-		props[envelope.PropOriginTopic] = string(topic)
-	}
-	if hasPos {
-		props[envelope.PropOriginPosition] = string(pos)
-	}
-	return envelope.OriginFromProperties(props)
+	return envelope.OriginFromProperties(map[string]string{envelope.PropOrigin: string(text)})
 }
 
 // run sends the stage its inputs and returns their outputs in input order,

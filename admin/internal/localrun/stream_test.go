@@ -69,6 +69,10 @@ func TestOriginOfEncodedOutput(t *testing.T) {
 		return Message{Topic: topic, Ledger: -1, Entry: -1, Batch: -1, Encoded: bytes.Clone(encoded)}
 	}
 	for _, props := range []map[string]string{
+		{envelope.PropOrigin: "7:3:1/0@e1 persistent://t/ledger/events", "other": "x"},
+		{envelope.PropOrigin: "7:3 persistent://t/ledger/events"},
+		{envelope.PropOrigin: "7:3:1"},
+		{envelope.PropOrigin: "7:3:1 "},
 		{envelope.PropOriginTopic: "persistent://t/ledger/events", envelope.PropOriginPosition: "7:3:1/0@e1", "other": "x"},
 		{envelope.PropOriginTopic: "persistent://t/ledger/events", envelope.PropOriginPosition: "7:3"},
 		{envelope.PropOriginPosition: "7:3:1"},
@@ -81,7 +85,7 @@ func TestOriginOfEncodedOutput(t *testing.T) {
 		}
 	}
 	last := "persistent://t/ledger/events"
-	m := encode(map[string]string{envelope.PropOriginTopic: last, envelope.PropOriginPosition: "7:3:1"})
+	m := encode(map[string]string{envelope.PropOrigin: "7:3:1 " + last})
 	payload, got, err := payloadAndOrigin(m, last)
 	if err != nil || string(payload) != `{}` || got.Topic != last || got.Position.Entry != 3 {
 		t.Fatalf("payloadAndOrigin: %q %+v, %v", payload, got, err)

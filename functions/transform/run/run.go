@@ -70,7 +70,7 @@ func originProperties(origin, in envelope.Origin, i, n int) map[string]string {
 	if origin.IsZero() || origin.Topic == in.Topic && origin.Position.IsChild(in.Position, i, n) {
 		return nil
 	}
-	props := make(map[string]string, 2)
+	props := make(map[string]string, 1)
 	origin.SetOn(props)
 	return props
 }
