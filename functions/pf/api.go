@@ -23,7 +23,8 @@ type Record struct {
 	Payload []byte
 	// Properties are added over the input's properties (the input's map is
 	// never modified); the origin position is kept unless set here
-	// (envelope.Origin.SetOn).
+	// (envelope.Origin.SetOn or SetPairOn; the runtime writes it in the
+	// function's form, see UserConfigOriginProperty).
 	Properties map[string]string
 	// EventTime is the message's event time; zero means the input's event time.
 	EventTime time.Time

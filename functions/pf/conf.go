@@ -481,6 +481,21 @@ func userString(m map[string]any, key string, dst *string) error {
 	return nil
 }
 
+// userChoice reads one of names (in any case) from a user config and
+// returns its index; an absent key is the first.
+func userChoice(m map[string]any, key string, names ...string) (int, error) {
+	var v string
+	if err := userString(m, key, &v); err != nil || v == "" {
+		return 0, err
+	}
+	for i, name := range names {
+		if strings.EqualFold(v, name) {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: user config key %q: %q is not %s", ErrBadConfig, key, v, strings.Join(names, " or "))
+}
+
 // userCount reads a non-negative whole number. The worker turns JSON numbers
 // into doubles (3 arrives as 3.0); Go integers (a decoded YAML manifest) and
 // strings of digits are accepted too.

@@ -14,8 +14,10 @@
 // Beyond upstream:
 //
 //   - Output keeps the input's key, properties and event time, and carries
-//     the origin position (envelope.PropOrigin) of the ledger event that
-//     caused it. A message without an origin property
+//     the origin position of the ledger event that caused it, as two
+//     properties (envelope.PropOriginTopic, PropOriginPosition) or, with user
+//     config originProperty "single", as one (envelope.PropOrigin); every
+//     reader takes both forms. A message without origin properties
 //     is a ledger event: its origin is its own topic (partition) and message
 //     id. A handler of shape func(context.Context, []byte) ([]Record, error)
 //     emits zero, one or many records and may set topic, key, properties and

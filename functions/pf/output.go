@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -81,17 +80,8 @@ const (
 
 // parseOriginForm reads UserConfigOriginProperty from a user config.
 func parseOriginForm(userConfig map[string]any) (originForm, error) {
-	var v string
-	if err := userString(userConfig, UserConfigOriginProperty, &v); err != nil {
-		return originPair, err
-	}
-	switch strings.ToLower(v) {
-	case "", "pair":
-		return originPair, nil
-	case "single":
-		return originSingle, nil
-	}
-	return originPair, fmt.Errorf("%w: user config key %q: %q is not pair or single", ErrBadConfig, UserConfigOriginProperty, v)
+	i, err := userChoice(userConfig, UserConfigOriginProperty, "pair", "single")
+	return originForm(i), err
 }
 
 // set writes origin into props in the form f, removing the other form.

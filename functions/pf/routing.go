@@ -1,7 +1,6 @@
 package pf
 
 import (
-	"fmt"
 	"hash/fnv"
 	"strconv"
 	"strings"
@@ -36,17 +35,8 @@ const (
 
 // parseRouting reads UserConfigOutputRouting from a user config.
 func parseRouting(userConfig map[string]any) (routing, error) {
-	var v string
-	if err := userString(userConfig, UserConfigOutputRouting, &v); err != nil {
-		return routeByKey, err
-	}
-	switch strings.ToLower(v) {
-	case "", "key":
-		return routeByKey, nil
-	case "origin":
-		return routeByOrigin, nil
-	}
-	return routeByKey, fmt.Errorf("%w: user config key %q: %q is not key or origin", ErrBadConfig, UserConfigOutputRouting, v)
+	i, err := userChoice(userConfig, UserConfigOutputRouting, "key", "origin")
+	return routing(i), err
 }
 
 // routeByOriginPartition is a pulsar.ProducerOptions.MessageRouter: it
