@@ -499,8 +499,10 @@ func prefill(ctx context.Context, client pulsar.Client, c contender, topic strin
 	for i := range o.n {
 		props := map[string]string{"type": "bench"}
 		if o.derived {
+			// In the form the runtime writes by default (originProperty
+			// pair), which an identity function passes on unchanged.
 			envelope.Origin{Topic: "persistent://bench/ledger/events-partition-0",
-				Position: envelope.Position{Ledger: 1234, Entry: int64(i / 100), Batch: int32(i % 100)}}.SetOn(props)
+				Position: envelope.Position{Ledger: 1234, Entry: int64(i / 100), Batch: int32(i % 100)}}.SetPairOn(props)
 		}
 		p.SendAsync(ctx, &pulsar.ProducerMessage{
 			Payload: payload, Key: "entity-" + strconv.Itoa(i%1000),
