@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
 	"github.com/foldline/foldline/admin/build"
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/internal/gobuild"
@@ -20,6 +22,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/tenantid"
 	"github.com/foldline/foldline/admin/status"
 	"github.com/foldline/foldline/admin/views"
+	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/internal/testenv"
 )
 
@@ -91,6 +94,10 @@ func TestDeployShopPipeline(t *testing.T) {
 		t.Errorf("plan --binaries with a binary changed after the build: %v, want ErrPrebuilt", err)
 	}
 
+	t.Run("the origin's form follows the readers through an upgrade", func(t *testing.T) {
+		checkOriginForms(t, opts, tenant)
+	})
+
 	report, err := status.Get(ctx, status.Options{Command: target.Command{Dir: opts.Dir, Target: opts.Target, Services: svc}})
 	if err != nil {
 		t.Fatalf("status: %v", err)
@@ -160,6 +167,70 @@ func TestDeployShopPipeline(t *testing.T) {
 	}
 	if got := countKind(again.Applied, "function"); got != 6 {
 		t.Errorf("deploy after destroy created %d functions, want 6", got)
+	}
+}
+
+// checkOriginForms checks that a new tenant's functions all write the
+// origin as one property; then, user-activity made to look as deployed
+// by a version that knew only two properties, that validate, which it
+// reads, goes back to two and the plan says why; and that the deploy
+// after the one that upgraded user-activity switches validate to one again.
+func checkOriginForms(t *testing.T, opts deploy.Options, tenant string) {
+	ctx := t.Context()
+	clients, err := pulsarx.Connect(opts.Services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := func(name string) any {
+		t.Helper()
+		conf, err := clients.Functions.GetFunctionWithContext(ctx, tenant, "pipeline", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conf.UserConfig[pf.UserConfigOriginProperty]
+	}
+	names := []string{"validate", "user-activity", "purchases", "product-sales", "user_activity_v1-sink", "product_sales_v1-sink"}
+	for _, name := range names {
+		if got := form(name); got != "single" {
+			t.Errorf("%s deployed with %s %v, want single", name, pf.UserConfigOriginProperty, got)
+		}
+	}
+	old, err := clients.Functions.GetFunctionWithContext(ctx, tenant, "pipeline", "user-activity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As an older deploy left it: no key, another binary and fingerprint.
+	delete(old.UserConfig, pf.UserConfigOriginProperty)
+	old.UserConfig[deploy.UserConfigFingerprint] = "older"
+	if err := clients.Functions.UpdateFunctionWithContext(ctx, &old, "", utils.NewUpdateOptions()); err != nil {
+		t.Fatalf("updating user-activity's config: %v", err)
+	}
+	plan, err := deploy.MakePlan(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Write(testenv.LogWriter{T: t}, false)
+	var note string
+	for _, c := range plan.Changes {
+		if c.Action == deploy.Note && c.Name == tenant+"/pipeline/validate" {
+			note = strings.Join(c.Details, " ")
+		}
+	}
+	if !strings.Contains(note, "not yet: "+tenant+"/pipeline/user-activity.") {
+		t.Errorf("no note that user-activity holds validate back: %+v", plan.Changes)
+	}
+	if _, err := deploy.Deploy(ctx, opts); err != nil {
+		t.Fatalf("deploy upgrading user-activity: %v", err)
+	}
+	if got, ua := form("validate"), form("user-activity"); got != "pair" || ua != "single" {
+		t.Errorf("after the deploy that upgraded user-activity: validate %v, user-activity %v; want pair and single", got, ua)
+	}
+	next, err := deploy.Deploy(ctx, opts)
+	if err != nil {
+		t.Fatalf("deploy after the upgrade: %v", err)
+	}
+	if got := form("validate"); got != "single" || countKind(next.Applied, "function") != 1 {
+		t.Errorf("the next deploy: validate %v, %d functions changed; want single, 1", got, countKind(next.Applied, "function"))
 	}
 }
 

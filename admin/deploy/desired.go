@@ -38,8 +38,10 @@ type desiredFunction struct {
 // Every function gets id's credentials in its secrets, a stage that reads
 // a ledger topic gets the topic's epoch from epochs (ledger topic → epoch)
 // in its user config, and one whose partitioned output a function reads
-// routes by origin (manifest.Stage.RouteByOrigin).
-func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.Stage, builder *gobuild.Builder, cassandraHosts string, id identity, kubernetesSecret string, epochs map[string]string) ([]desiredFunction, error) {
+// routes by origin (manifest.Stage.RouteByOrigin). A stage in
+// singleOrigin (by full name) writes its outputs' origin as one property,
+// every other as two (see origin.go), unless its config chooses.
+func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.Stage, builder *gobuild.Builder, cassandraHosts string, id identity, kubernetesSecret string, epochs map[string]string, singleOrigin map[string]bool) ([]desiredFunction, error) {
 	out := make([]desiredFunction, 0, len(order))
 	for _, st := range order {
 		bin, err := builder.Build(ctx, st.Binary)
@@ -54,6 +56,9 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 		setLedgerEpochs(&conf, st, epochs)
 		if _, set := conf.UserConfig[pf.UserConfigOutputRouting]; st.RouteByOrigin && !set {
 			conf.UserConfig[pf.UserConfigOutputRouting] = "origin"
+		}
+		if _, set := conf.UserConfig[pf.UserConfigOriginProperty]; !set {
+			conf.UserConfig[pf.UserConfigOriginProperty] = map[bool]string{false: "pair", true: "single"}[singleOrigin[st.FullName()]]
 		}
 		conf.UserConfig[UserConfigBinary] = bin.SHA256
 		fp, err := fingerprint(conf)

@@ -22,6 +22,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -135,6 +136,9 @@ type planner struct {
 	// epochs maps each ledger topic to its epoch, as the topic has it or
 	// will have it once the plan is applied (planTopics).
 	epochs map[string]string
+	// deployed holds each stage's deployed function config, by full name
+	// (absent: not deployed), as originReaders found it.
+	deployed map[string]*utils.FunctionConfig
 }
 
 func (pl *planner) add(c Change) { pl.plan.Changes = append(pl.plan.Changes, c) }
@@ -161,15 +165,19 @@ func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
 	if err := pl.planCassandraRole(ctx); err != nil {
 		return nil, err
 	}
-	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts, pl.identity, pl.kubernetesSecret, pl.epochs)
+	readers, err := pl.originReaders(ctx, tenantExists)
+	if err != nil {
+		return nil, err
+	}
+	single, heldBy := singleOriginWriters(pl.graph.Order, readers)
+	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts, pl.identity, pl.kubernetesSecret, pl.epochs, single)
 	if err != nil {
 		return nil, err
 	}
 	pl.plan.functions = functions
 	for _, f := range functions {
-		if err := pl.planFunction(ctx, f, tenantExists); err != nil {
-			return nil, err
-		}
+		pl.planFunction(f)
+		pl.noteOriginForm(f, heldBy[f.Stage.FullName()])
 	}
 	if err := pl.planStrayFunctions(ctx, tenantExists); err != nil {
 		return nil, err
@@ -554,7 +562,7 @@ func (pl *planner) planView(ctx context.Context, v *manifest.View, tableExists, 
 	return nil
 }
 
-func (pl *planner) planFunction(ctx context.Context, f desiredFunction, tenantExists bool) error {
+func (pl *planner) planFunction(f desiredFunction) {
 	st := f.Stage
 	fns := pl.pulsar.Functions
 	create := func(ctx context.Context) error {
@@ -562,23 +570,16 @@ func (pl *planner) planFunction(ctx context.Context, f desiredFunction, tenantEx
 		return fns.CreateFuncWithContext(ctx, &conf, f.Binary.Path)
 	}
 	summary := fmt.Sprintf("%s, binary %s, parallelism %d, reads %s", st.Kind, short(f.Binary.SHA256), st.Parallelism, strings.Join(st.Inputs, ", "))
-	if !tenantExists {
-		pl.add(Change{Action: Create, Kind: "function", Name: st.FullName(), Details: []string{summary}, apply: create})
-		return nil
-	}
-	have, err := fns.GetFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+	have := pl.deployed[st.FullName()]
 	switch {
-	case pulsarx.IsNotFound(err):
+	case have == nil:
 		pl.add(Change{Action: Create, Kind: "function", Name: st.FullName(), Details: []string{summary}, apply: create})
-		return nil
-	case err != nil:
-		return fmt.Errorf("reading function %s: %w", st.FullName(), err)
-	}
-	if fmt.Sprint(have.UserConfig[UserConfigFingerprint]) == f.Config.UserConfig[UserConfigFingerprint] {
+		return
+	case fmt.Sprint(have.UserConfig[UserConfigFingerprint]) == f.Config.UserConfig[UserConfigFingerprint]:
 		pl.add(Change{Action: Keep, Kind: "function", Name: st.FullName()})
-		return nil
+		return
 	}
-	details := configDifferences(have, f.Config)
+	details := configDifferences(*have, f.Config)
 	if have.SubName != "" && have.SubName != f.Config.SubName {
 		pl.add(Change{Action: Replace, Kind: "function", Name: st.FullName(), Details: details,
 			apply: func(ctx context.Context) error {
@@ -587,14 +588,28 @@ func (pl *planner) planFunction(ctx context.Context, f desiredFunction, tenantEx
 				}
 				return create(ctx)
 			}})
-		return nil
+		return
 	}
 	pl.add(Change{Action: Update, Kind: "function", Name: st.FullName(), Details: details,
 		apply: func(ctx context.Context) error {
 			conf := f.Config
 			return fns.UpdateFunctionWithContext(ctx, &conf, f.Binary.Path, utils.NewUpdateOptions())
 		}})
-	return nil
+}
+
+// noteOriginForm tells, for a function that writes its origin as two
+// properties only because some of its readers would not read one, which
+// readers those are and what switches it.
+func (pl *planner) noteOriginForm(f desiredFunction, heldBy []string) {
+	if len(heldBy) == 0 || f.Config.UserConfig[pf.UserConfigOriginProperty] != "pair" {
+		return
+	}
+	if st := f.Stage; st.Function != nil && st.Function.Config.UserConfig[pf.UserConfigOriginProperty] != nil {
+		return // the manifest chose
+	}
+	pl.add(Change{Action: Note, Kind: "function", Name: f.Stage.FullName(), Details: []string{fmt.Sprintf(
+		"writes each output's origin as two properties until every reader runs a runtime that reads one (user config %s); not yet: %s. Deploy again once they run this version",
+		pf.UserConfigOriginProperty, strings.Join(heldBy, ", "))}})
 }
 
 // planStrayFunctions notes functions running in the tenant's namespaces

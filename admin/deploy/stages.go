@@ -32,7 +32,13 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 	if err != nil {
 		return err
 	}
-	functions, err := renderFunctions(ctx, set, stages, builder, opts.Services.SinkHosts(), id, opts.KubernetesSecret, epochs)
+	// A copy's readers are copies deployed with it: each may write its
+	// origin as one property.
+	single := map[string]bool{}
+	for _, st := range stages {
+		single[st.FullName()] = true
+	}
+	functions, err := renderFunctions(ctx, set, stages, builder, opts.Services.SinkHosts(), id, opts.KubernetesSecret, epochs, single)
 	if err != nil {
 		return err
 	}

@@ -133,16 +133,7 @@ func ForkPath(path []*Stage, version int) []*Stage {
 // 18.7 s and 31.3 s of CPU, the stages 1-2 µs less per event; 800 MB did
 // no better (19.9 s, 32.4 s). The time a batch may wait stays the
 // runtime's, since the copy serves live traffic once it has caught up.
-//
-// A copy writes each output's origin as one property
-// (pf.UserConfigOriginProperty "single"): every reader of a copy's topics
-// is a copy deployed with it, by this version, so none is older than the
-// single property, and each stage downstream decodes one property less per
-// message. Measured on the same backfill (4 December 15:08-15:15, alternating
-// runs, the machine slower than in the runs above): the stages and Pulsar
-// used 37.0 and 38.5 s of CPU against 40.6 and 50.7 s with the pair.
 var backfillFunction = map[string]any{
-	pf.UserConfigOriginProperty:      "single",
 	pf.UserConfigReceiverQueueSize:   10_000,
 	pf.UserConfigMaxPendingMessages:  20_000,
 	pf.UserConfigBatchingMaxMessages: 5000,

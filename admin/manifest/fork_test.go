@@ -80,12 +80,10 @@ func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
 					t.Errorf("stage %s: its function config says %s reads %v writes %s", st.Name, st.Function.Config.Name, st.Function.Config.Inputs, st.Function.Config.Output)
 				}
 				// A copy catches up with bigger batches and queues than the
-				// live path's, which keeps the runtime's defaults, and writes
-				// the origin as one property, which only its own copies read.
+				// live path's, which keeps the runtime's defaults.
 				if st.Function != nil {
 					checkCatchUp(t, st.Name, st.Function.Config.UserConfig, path[i].Function.Config.UserConfig,
-						map[string]any{"batchingMaxMessages": 5000, "receiverQueueSize": 10_000, "maxPendingMessages": 20_000, "memoryLimitMB": 400,
-							"originProperty": "single"})
+						map[string]any{"batchingMaxMessages": 5000, "receiverQueueSize": 10_000, "maxPendingMessages": 20_000, "memoryLimitMB": 400})
 				}
 				if st.View != nil {
 					checkCatchUp(t, st.Name, st.View.Sink.UserConfig, path[i].View.Sink.UserConfig,

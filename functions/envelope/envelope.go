@@ -95,7 +95,8 @@ const MaxEpochLength = 64
 
 // String formats the position as "ledger:entry:batch[/i…][@epoch]".
 func (p Position) String() string {
-	return string(p.AppendTo(make([]byte, 0, 32+len(p.Path)+len(p.Epoch))))
+	var buf [64]byte // on the stack: the string is the only allocation
+	return string(p.AppendTo(buf[:0]))
 }
 
 // AppendTo appends the position formatted as String does.
@@ -298,7 +299,8 @@ func (o Origin) IsZero() bool { return o.Topic == "" }
 
 // String formats the origin as PropOrigin carries it: "position topic".
 func (o Origin) String() string {
-	return string(o.AppendTo(make([]byte, 0, 34+len(o.Position.Path)+len(o.Position.Epoch)+len(o.Topic))))
+	var buf [128]byte // on the stack: the string is the only allocation
+	return string(o.AppendTo(buf[:0]))
 }
 
 // AppendTo appends the origin formatted as String does.

@@ -244,3 +244,15 @@ func TestOriginIs(t *testing.T) {
 		t.Errorf("Is allocates %v times", n)
 	}
 }
+
+// Every output of a ledger event gets its origin formatted: one allocation,
+// the string itself.
+func TestOriginStringAllocatesOnce(t *testing.T) {
+	o := envelope.Origin{Topic: "persistent://acme/ledger/events-partition-12", Position: envelope.Position{Ledger: 123456, Entry: 7890, Batch: 12, Path: "/1/0", Epoch: "20261201T112233Z-9f3a1c2e"}}
+	if n := testing.AllocsPerRun(100, func() { _ = o.String() }); n != 1 {
+		t.Errorf("Origin.String allocates %v times, want 1", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = o.Position.String() }); n != 1 {
+		t.Errorf("Position.String allocates %v times, want 1", n)
+	}
+}

@@ -123,7 +123,7 @@ func TestProcessKeepsKeyPropertiesAndOrigin(t *testing.T) {
 	upstreamOrigin := envelope.Origin{Topic: "persistent://t/n/ledger-partition-3", Position: envelope.Position{Ledger: 1, Entry: 2, Batch: 3}}
 	derived := ledgerEvent("b", 9)
 	derived.props = map[string]string{"type": "x"}
-	upstreamOrigin.SetOn(derived.props)
+	upstreamOrigin.SetPairOn(derived.props)
 	eventTime := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 	tests := []struct {
@@ -449,24 +449,42 @@ func TestPublishAfterReturnFails(t *testing.T) {
 // handler, confirmed sends, acknowledgement), without a broker, for a ledger
 // event: the output gets the origin properties added.
 func BenchmarkProcess(b *testing.B) {
-	benchmarkProcess(b, ledgerEvent("payload-of-a-typical-size-payload-of-a-typical-size", 1))
+	benchmarkProcess(b, ledgerEvent("payload-of-a-typical-size-payload-of-a-typical-size", 1), originPair)
+}
+
+// BenchmarkProcessSingle is BenchmarkProcess writing the origin as one
+// property (originProperty single).
+func BenchmarkProcessSingle(b *testing.B) {
+	benchmarkProcess(b, ledgerEvent("payload-of-a-typical-size-payload-of-a-typical-size", 1), originSingle)
 }
 
 // BenchmarkProcessDerived is BenchmarkProcess for the common message of a
 // later pipeline stage: one in, one out, with properties that already carry
-// the origin.
+// the origin, in the form the stage writes: passed on as they are.
 func BenchmarkProcessDerived(b *testing.B) {
 	msg := ledgerEvent("payload-of-a-typical-size-payload-of-a-typical-size", 1)
-	envelope.Origin{Topic: "persistent://t/n/ledger-partition-3", Position: envelope.Position{Ledger: 123456, Entry: 7890, Batch: 12}}.SetOn(msg.props)
-	benchmarkProcess(b, msg)
+	benchOrigin.SetPairOn(msg.props)
+	benchmarkProcess(b, msg, originPair)
 }
 
-func benchmarkProcess(b *testing.B, msg *fakeMessage) {
+// BenchmarkProcessDerivedSingle is BenchmarkProcessDerived with the origin
+// as one property, in and out.
+func BenchmarkProcessDerivedSingle(b *testing.B) {
+	msg := ledgerEvent("payload-of-a-typical-size-payload-of-a-typical-size", 1)
+	benchOrigin.SetOn(msg.props)
+	benchmarkProcess(b, msg, originSingle)
+}
+
+var benchOrigin = envelope.Origin{Topic: "persistent://t/n/ledger-partition-3", Position: envelope.Position{Ledger: 123456, Entry: 7890, Batch: 12}}
+
+func benchmarkProcess(b *testing.B, msg *fakeMessage, form originForm) {
 	h, err := adaptHandler(func(in []byte) ([]byte, error) { return in, nil })
 	if err != nil {
 		b.Fatal(err)
 	}
-	inst := newInstance(testConf(), h, io.Discard)
+	conf := testConf()
+	conf.OriginForm = form
+	inst := newInstance(conf, h, io.Discard)
 	inst.sess = newSession(nopSender{})
 	acks := nopAcker{}
 	b.ReportAllocs()

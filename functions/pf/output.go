@@ -66,8 +66,8 @@ func originOf(msg pulsar.Message, epochs ledgerEpochs) (envelope.Origin, error) 
 // output runs a runtime of 4 December 2026 or later: an older reader takes
 // a message without the pair for a ledger event, its own position for
 // the origin, and a redelivery across the upgrade would then apply twice.
-// A backfill's copies write "single" (package manifest): they are the only
-// readers of each other's topics.
+// foldline deploy sets the key on every function it deploys, "single"
+// where that holds (package deploy).
 const UserConfigOriginProperty = "originProperty"
 
 // originForm is UserConfigOriginProperty parsed.
@@ -99,14 +99,23 @@ func (f originForm) carries(props map[string]string, origin envelope.Origin) boo
 	if origin.IsZero() {
 		return false
 	}
-	text, single := props[envelope.PropOrigin]
-	topic, hasTopic := props[envelope.PropOriginTopic]
-	pos, hasPos := props[envelope.PropOriginPosition]
+	// The likeliest miss first: a ledger event carries no origin.
 	if f == originSingle {
-		return single && !hasTopic && !hasPos && origin.Is(text)
+		text, ok := props[envelope.PropOrigin]
+		if !ok || !origin.Is(text) {
+			return false
+		}
+		_, hasTopic := props[envelope.PropOriginTopic]
+		_, hasPos := props[envelope.PropOriginPosition]
+		return !hasTopic && !hasPos
+	}
+	if topic, ok := props[envelope.PropOriginTopic]; !ok || topic != origin.Topic {
+		return false
 	}
 	var buf [64]byte
-	return !single && topic == origin.Topic && hasPos && pos == string(origin.Position.AppendTo(buf[:0]))
+	pos, ok := props[envelope.PropOriginPosition]
+	_, single := props[envelope.PropOrigin]
+	return ok && !single && pos == string(origin.Position.AppendTo(buf[:0]))
 }
 
 // setOutput fills pm, the message for rec, taking what rec leaves unset from
@@ -143,9 +152,12 @@ func (f originForm) outputProperties(inProps map[string]string, origin envelope.
 	}
 	props := make(map[string]string, len(inProps)+len(recProps)+2)
 	maps.Copy(props, inProps)
-	own, err := envelope.OriginFromProperties(recProps)
-	if err == nil {
-		origin = own
+	err := envelope.ErrNoOrigin
+	if len(recProps) > 0 {
+		var own envelope.Origin
+		if own, err = envelope.OriginFromProperties(recProps); err == nil {
+			origin = own
+		}
 	}
 	if !origin.IsZero() {
 		delete(props, envelope.PropLedgerEpoch)
