@@ -128,6 +128,16 @@ func TestDeployShopPipeline(t *testing.T) {
 
 	t.Run("pulsar-admin accepts a function config file as it is", func(t *testing.T) {
 		createWithPulsarAdmin(t, opts, tenant)
+		// deploy leaves a function no manifest declares alone, and says so.
+		plan, err := deploy.MakePlan(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(plan.Changes, func(c deploy.Change) bool {
+			return c.Action == deploy.Note && c.Name == tenant+"/pipeline/validate-cli" && strings.Contains(strings.Join(c.Details, " "), "no manifest declares it")
+		}) || len(plan.Pending()) != 0 {
+			t.Errorf("the plan after pulsar-admin created validate-cli: %+v; want only a note of it", plan.Changes)
+		}
 	})
 
 	removed, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts})

@@ -78,9 +78,9 @@ func deployedReader(name string, conf *utils.FunctionConfig) originReader {
 // namespaces: each stage as this deploy deploys it (it reads both forms)
 // and as it is deployed now, and every function deployed there that no
 // manifest declares. It remembers each stage's deployed config in
-// pl.deployed for planFunction.
+// pl.deployed for planFunction, and the others' names in pl.stray.
 func (pl *planner) originReaders(ctx context.Context, tenantExists bool) ([]originReader, error) {
-	pl.deployed = map[string]*utils.FunctionConfig{}
+	pl.deployed, pl.stray = map[string]*utils.FunctionConfig{}, nil
 	var readers []originReader
 	declared := map[string]bool{}
 	for _, st := range pl.graph.Order {
@@ -115,6 +115,7 @@ func (pl *planner) originReaders(ctx context.Context, tenantExists bool) ([]orig
 			if declared[full] {
 				continue
 			}
+			pl.stray = append(pl.stray, full)
 			have, err := pl.pulsar.Functions.GetFunctionWithContext(ctx, pl.set.Tenant.Name, ns.Name, name)
 			if err != nil {
 				if pulsarx.IsNotFound(err) {

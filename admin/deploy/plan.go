@@ -137,8 +137,11 @@ type planner struct {
 	// will have it once the plan is applied (planTopics).
 	epochs map[string]string
 	// deployed holds each stage's deployed function config, by full name
-	// (absent: not deployed), as originReaders found it.
+	// (absent: not deployed), and stray the functions deployed in the
+	// tenant's namespaces that no manifest declares, as originReaders found
+	// them.
 	deployed map[string]*utils.FunctionConfig
+	stray    []string
 }
 
 func (pl *planner) add(c Change) { pl.plan.Changes = append(pl.plan.Changes, c) }
@@ -179,9 +182,7 @@ func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
 		pl.planFunction(f)
 		pl.noteOriginForm(f, heldBy[f.Stage.FullName()])
 	}
-	if err := pl.planStrayFunctions(ctx, tenantExists); err != nil {
-		return nil, err
-	}
+	pl.planStrayFunctions()
 	return pl.plan, nil
 }
 
@@ -615,30 +616,10 @@ func (pl *planner) noteOriginForm(f desiredFunction, heldBy []string) {
 // planStrayFunctions notes functions running in the tenant's namespaces
 // that no manifest declares: deploy leaves them alone (a backfill's new
 // versions run next to the live ones), destroy does not know them.
-func (pl *planner) planStrayFunctions(ctx context.Context, tenantExists bool) error {
-	if !tenantExists {
-		return nil
+func (pl *planner) planStrayFunctions() {
+	for _, full := range pl.stray {
+		pl.add(Change{Action: Note, Kind: "function", Name: full, Details: []string{"runs but no manifest declares it: left alone"}})
 	}
-	declared := map[string]bool{}
-	for _, f := range pl.plan.functions {
-		declared[f.Stage.FullName()] = true
-	}
-	for _, ns := range pl.set.Tenant.Namespaces {
-		names, err := pl.pulsar.Functions.GetFunctionsWithContext(ctx, pl.set.Tenant.Name, ns.Name)
-		if err != nil {
-			if pulsarx.IsNotFound(err) {
-				continue
-			}
-			return fmt.Errorf("listing functions of namespace %s/%s: %w", pl.set.Tenant.Name, ns.Name, err)
-		}
-		for _, name := range names {
-			full := pl.set.Tenant.Name + "/" + ns.Name + "/" + name
-			if !declared[full] {
-				pl.add(Change{Action: Note, Kind: "function", Name: full, Details: []string{"runs but no manifest declares it: left alone"}})
-			}
-		}
-	}
-	return nil
 }
 
 // configDifferences describes how a deployed config differs from the
