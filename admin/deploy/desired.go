@@ -58,7 +58,10 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 			conf.UserConfig[pf.UserConfigOutputRouting] = "origin"
 		}
 		if _, set := conf.UserConfig[pf.UserConfigOriginProperty]; !set {
-			conf.UserConfig[pf.UserConfigOriginProperty] = map[bool]string{false: "pair", true: "single"}[singleOrigin[st.FullName()]]
+			conf.UserConfig[pf.UserConfigOriginProperty] = "pair"
+			if singleOrigin[st.FullName()] {
+				conf.UserConfig[pf.UserConfigOriginProperty] = "single"
+			}
 		}
 		conf.UserConfig[UserConfigBinary] = bin.SHA256
 		fp, err := fingerprint(conf)

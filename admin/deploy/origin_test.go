@@ -20,12 +20,6 @@ func TestSingleOriginWriters(t *testing.T) {
 		return &manifest.Stage{Tenant: "shop", Namespace: "pipeline", Name: name, Output: output}
 	}
 	stages := []*manifest.Stage{stage("validate", valid), stage("user-activity", ops), stage("sink", "")}
-	// Each stage as this deploy deploys it reads both forms.
-	manifests := []originReader{
-		{name: "shop/pipeline/validate", inputs: []string{"persistent://shop/ledger/events"}, readsSingle: true},
-		{name: "shop/pipeline/user-activity", inputs: []string{valid}, readsSingle: true},
-		{name: "shop/pipeline/sink", inputs: []string{ops}, readsSingle: true},
-	}
 	deployed := func(readsSingle bool) []originReader {
 		return []originReader{
 			{name: "shop/pipeline/validate", inputs: []string{"persistent://shop/ledger/events"}, readsSingle: readsSingle},
@@ -40,20 +34,20 @@ func TestSingleOriginWriters(t *testing.T) {
 		wantSingle map[string]bool
 		wantHeld   map[string][]string
 	}{
-		{name: "a new tenant", readers: manifests, wantSingle: all, wantHeld: map[string][]string{}},
-		{name: "deployed by this version", readers: append(manifests, deployed(true)...), wantSingle: all, wantHeld: map[string][]string{}},
-		{name: "upgrading: the old readers hold their writers back", readers: append(manifests, deployed(false)...),
+		{name: "a new tenant: nothing deployed", readers: nil, wantSingle: all, wantHeld: map[string][]string{}},
+		{name: "deployed by this version", readers: deployed(true), wantSingle: all, wantHeld: map[string][]string{}},
+		{name: "upgrading: the old readers hold their writers back", readers: deployed(false),
 			wantSingle: map[string]bool{"shop/pipeline/sink": true},
 			wantHeld:   map[string][]string{"shop/pipeline/validate": {"shop/pipeline/user-activity"}, "shop/pipeline/user-activity": {"shop/pipeline/sink"}}},
-		{name: "an old function no manifest declares reads valid", readers: append(append(manifests, deployed(true)...),
+		{name: "an old function no manifest declares reads valid", readers: append(deployed(true),
 			originReader{name: "shop/pipeline/audit", inputs: []string{valid}}),
 			wantSingle: map[string]bool{"shop/pipeline/user-activity": true, "shop/pipeline/sink": true},
 			wantHeld:   map[string][]string{"shop/pipeline/validate": {"shop/pipeline/audit"}}},
-		{name: "an old function reading by pattern holds back every stage", readers: append(manifests, originReader{name: "shop/pipeline/tap", anyTopic: true}),
+		{name: "an old function reading by pattern holds back every stage", readers: append(deployed(true), originReader{name: "shop/pipeline/tap", anyTopic: true}),
 			wantSingle: map[string]bool{},
 			wantHeld: map[string][]string{"shop/pipeline/validate": {"shop/pipeline/tap"}, "shop/pipeline/user-activity": {"shop/pipeline/tap"},
 				"shop/pipeline/sink": {"shop/pipeline/tap"}}},
-		{name: "a new function reading by pattern reads both", readers: append(manifests, originReader{name: "shop/pipeline/tap", anyTopic: true, readsSingle: true}),
+		{name: "a new function reading by pattern reads both", readers: append(deployed(true), originReader{name: "shop/pipeline/tap", anyTopic: true, readsSingle: true}),
 			wantSingle: all, wantHeld: map[string][]string{}},
 	}
 	for _, tt := range tests {
