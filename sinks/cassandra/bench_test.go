@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +20,7 @@ import (
 	"github.com/foldline/foldline/functions/shop/useractivity"
 	"github.com/foldline/foldline/functions/transform"
 	"github.com/foldline/foldline/internal/benchreport"
+	"github.com/foldline/foldline/internal/proc"
 )
 
 // Benchmarks of the sink against real Cassandra, skipping without it. One
@@ -260,4 +264,56 @@ func benchmarkSink(b *testing.B, session *gocql.Session, settings Settings, fres
 	b.ReportMetric(float64(rows)/elapsed.Seconds(), "rows/s")
 	b.ReportMetric(float64(events)/float64(rows), "events/row")
 	return float64(events) / elapsed.Seconds()
+}
+
+// BenchmarkTrickle measures what Cassandra's own process spends per request
+// when requests trickle in, as a sink's do at a moderate event rate: one
+// single-row UPDATE every 2 ms from one goroutine (about 400 a second here),
+// for 5 s. Cassandra's request workers wait for the next request by parking
+// for a few microseconds at a time, so at such rates its CPU per request is
+// many times what it is under load; the timer slack scripts/stack gives it
+// (FOLDLINE_TIMER_SLACK_NS, 1 ms by default) cuts that. Compare a stack
+// started with FOLDLINE_TIMER_SLACK_NS=0 (Linux's 50 µs):
+//
+//	go test -run '^$' -bench Trickle -benchtime 1x ./sinks/cassandra/
+//
+// It reports Cassandra's CPU per request (µs) and its timer slack (ns), and
+// skips when no local CassandraDaemon process is found.
+func BenchmarkTrickle(b *testing.B) {
+	session, settings, keyspace := testKeyspace(b)
+	pids := proc.PIDs(func(argv []string) bool { return slices.Contains(argv, "org.apache.cassandra.service.CassandraDaemon") })
+	if len(pids) == 0 {
+		b.Skip("no local Cassandra process to measure")
+	}
+	s := userActivitySchema(keyspace, "trickle")
+	if err := EnsureSchema(b.Context(), session, s, settings.Replication); err != nil {
+		b.Fatal(err)
+	}
+	slack, _ := os.ReadFile(fmt.Sprintf("/proc/%d/timerslack_ns", pids[0]))
+	stmt := fmt.Sprintf("UPDATE %s SET page_views = ? WHERE %s = ?", s.qualifiedTable(), quote(s.Key[0].Name))
+	const interval, span = 2 * time.Millisecond, 5 * time.Second
+	var requests int
+	var cpu time.Duration
+	trickle := func(d time.Duration) (n int) {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for end := time.Now().Add(d); time.Now().Before(end); n++ {
+			<-tick.C
+			if err := session.Query(stmt, int64(n), fmt.Sprintf("u%d", n%300)).Exec(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return n
+	}
+	trickle(time.Second) // the statement prepared, the workers in their trickle pattern
+	for b.Loop() {
+		before := proc.CPUTime(pids[0])
+		requests += trickle(span)
+		cpu += proc.CPUTime(pids[0]) - before
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(requests), "cassandra-µs/request")
+	b.ReportMetric(float64(requests)/(span.Seconds()*float64(b.N)), "requests/s")
+	if n, err := strconv.ParseInt(strings.TrimSpace(string(slack)), 10, 64); err == nil {
+		b.ReportMetric(float64(n), "timer-slack-ns")
+	}
 }

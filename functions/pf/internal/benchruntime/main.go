@@ -4,7 +4,8 @@
 //
 //   - a plain pulsar-client-go consume→produce loop tuned for throughput
 //     (receiver queue 5000, 10 000 pending messages, no compression): the
-//     limit, run as a child process of this command;
+//     limit, run as a child process of this command, with the broker's
+//     timer slack, which the functions the worker starts inherit;
 //   - the same loop with the client's defaults and LZ4, the settings the
 //     runtime had before they became user config;
 //   - the identity example function (functions/examples/identity) deployed
@@ -15,7 +16,8 @@
 //
 // Each contender gets its own input topic, prefilled with n keyed messages
 // carrying properties, and subscribes at Earliest; the rate is taken over
-// the outputs after the first fifth (warm-up), as seen by a reader. It is a
+// the outputs after the first fifth (warm-up), as seen by a reader; msg/entry
+// is the mean batch the contender's producer wrote to its output topic. It is a
 // benchmark, not a test: it asserts nothing. With -json FILE it appends one
 // JSON object per figure to FILE (JSON Lines).
 package main
@@ -35,6 +37,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
@@ -172,6 +175,9 @@ type result struct {
 	// cpuPerMsg is the contender's own CPU time per message; brokerPerMsg
 	// the broker's (the standalone, worker included) over the same window.
 	cpuPerMsg, brokerPerMsg time.Duration
+	// perEntry is the mean number of messages in one entry of the output
+	// topic: the contender's producer batches.
+	perEntry float64
 	// rounds holds the rate of every round (in the table: the median's).
 	rounds []float64
 }
@@ -215,7 +221,7 @@ func bench(ctx context.Context, o options) error {
 			}
 			cmd := exec.CommandContext(ctx, self, "loop", o.serviceURL, in, out, subType, settings, profilePath)
 			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
+			if err := startWithBrokerSlack(cmd); err != nil {
 				return nil, nil, err
 			}
 			// SIGTERM lets it write its profile; closing gets 5 s.
@@ -291,12 +297,12 @@ func bench(ctx context.Context, o options) error {
 				cleanUp(o, ns)
 				return err
 			}
-			r := measure(ctx, client, c, in, out, o.n)
+			r := measure(ctx, o, client, c, in, out, o.n)
 			if r.err != nil {
 				fmt.Fprintf(os.Stderr, "    %s: %v\n", c.name, r.err)
 			} else {
-				fmt.Fprintf(os.Stderr, "    %.0f msg/s, %.1f µs/msg (broker %.1f), peak RSS %.0f MB\n",
-					r.rate, micros(r.cpuPerMsg), micros(r.brokerPerMsg), r.rssMB)
+				fmt.Fprintf(os.Stderr, "    %.0f msg/s, %.1f µs/msg (broker %.1f), %.0f messages per output entry, peak RSS %.0f MB\n",
+					r.rate, micros(r.cpuPerMsg), micros(r.brokerPerMsg), r.perEntry, r.rssMB)
 			}
 			results[i] = r
 		}
@@ -339,6 +345,7 @@ func medians(rounds [][]result) []result {
 			rssMB:        median(ok, func(r result) float64 { return r.rssMB }),
 			cpuPerMsg:    time.Duration(median(ok, func(r result) float64 { return float64(r.cpuPerMsg) })),
 			brokerPerMsg: time.Duration(median(ok, func(r result) float64 { return float64(r.brokerPerMsg) })),
+			perEntry:     median(ok, func(r result) float64 { return r.perEntry }),
 		}
 		for _, r := range ok {
 			out[c].rounds = append(out[c].rounds, r.rate)
@@ -374,18 +381,18 @@ func find(results []result, key string) *result {
 
 func printTable(results []result, o options) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "contender\tmsg/s\tCPU µs/msg\tbroker µs/msg\tpeak RSS MB\tvs tuned loop\tvs default loop\tvs Java\trounds msg/s\n")
+	fmt.Fprintf(w, "contender\tmsg/s\tCPU µs/msg\tbroker µs/msg\tmsg/entry\tpeak RSS MB\tvs tuned loop\tvs default loop\tvs Java\trounds msg/s\n")
 	tuned, def, java := find(results, "tuned"), find(results, "default"), find(results, "java")
 	for _, r := range results {
 		if r.err != nil {
-			fmt.Fprintf(w, "%s\tfailed: %v\t\t\t\t\t\t\t\n", r.name, r.err)
+			fmt.Fprintf(w, "%s\tfailed: %v\t\t\t\t\t\t\t\t\n", r.name, r.err)
 			continue
 		}
 		each := make([]string, len(r.rounds))
 		for i, rate := range r.rounds {
 			each[i] = fmt.Sprintf("%.0f", rate)
 		}
-		fmt.Fprintf(w, "%s\t%.0f\t%.1f\t%.1f\t%.0f\t%s\t%s\t%s\t%s\n", r.name, r.rate, micros(r.cpuPerMsg), micros(r.brokerPerMsg), r.rssMB,
+		fmt.Fprintf(w, "%s\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%s\t%s\t%s\n", r.name, r.rate, micros(r.cpuPerMsg), micros(r.brokerPerMsg), r.perEntry, r.rssMB,
 			ratio(&r, tuned), ratio(&r, def), ratio(&r, java), strings.Join(each, " "))
 	}
 	subType := "shared"
@@ -523,7 +530,7 @@ func prefill(ctx context.Context, client pulsar.Client, c contender, topic strin
 }
 
 // measure starts c, reads its n outputs and samples its resident memory.
-func measure(ctx context.Context, client pulsar.Client, c contender, in, out string, n int) result {
+func measure(ctx context.Context, o options, client pulsar.Client, c contender, in, out string, n int) result {
 	r := result{key: c.key, name: c.name}
 	broker := brokerPID()
 	reader, err := client.Subscribe(pulsar.ConsumerOptions{
@@ -576,6 +583,12 @@ func measure(ctx context.Context, client pulsar.Client, c contender, in, out str
 	cpu, brokerCPU := samples.between(first, last)
 	r.cpuPerMsg, r.brokerPerMsg = cpu/msgs, brokerCPU/msgs
 	r.rssMB = float64(samples.peakRSS()) / 1024
+	var stats struct {
+		NumberOfEntries float64 `json:"numberOfEntries"`
+	}
+	if err := adminJSON(o, "GET", "/admin/v2/"+strings.Replace(out, "://", "/", 1)+"/internalStats", &stats); err == nil && stats.NumberOfEntries > 0 {
+		r.perEntry = float64(n) / stats.NumberOfEntries
+	}
 	return r
 }
 
@@ -587,6 +600,30 @@ func brokerPID() int {
 		return 0
 	}
 	return pids[0]
+}
+
+// startWithBrokerSlack starts cmd with the timer slack of the broker, which
+// the function instances its worker starts inherit (scripts/stack sets it,
+// 1 ms by default): a plain loop must wait for timers as they do to be
+// their fair limit. A thread's slack passes to the processes it starts, so
+// the command is started from a locked thread that has it.
+func startWithBrokerSlack(cmd *exec.Cmd) error {
+	pid := brokerPID()
+	if pid == 0 {
+		return cmd.Start()
+	}
+	slack, err := os.ReadFile(fmt.Sprintf("/proc/%d/timerslack_ns", pid))
+	if err != nil {
+		return cmd.Start() // no such file before Linux 4.6: Linux's default for both
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// /proc/<tid> names one thread (its file /proc/<pid>/task/<tid> has no
+	// timerslack_ns).
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/timerslack_ns", syscall.Gettid()), slack, 0); err != nil {
+		return fmt.Errorf("giving the plain loop the broker's timer slack: %w", err)
+	}
+	return cmd.Start()
 }
 
 // sampler samples, every 50 ms, the CPU time of the contender's process
@@ -723,6 +760,12 @@ func pulsarAdmin(ctx context.Context, o options, args ...string) error {
 }
 
 func adminDo(o options, method, path string) error {
+	return adminJSON(o, method, path, nil)
+}
+
+// adminJSON is adminDo decoding the response's JSON body into v (none when
+// nil).
+func adminJSON(o options, method, path string, v any) error {
 	req, err := http.NewRequest(method, o.adminURL+path, nil)
 	if err != nil {
 		return err
@@ -734,9 +777,14 @@ func adminDo(o options, method, path string) error {
 	if err != nil {
 		return err
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
 		return fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
+	}
+	if v != nil {
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
 	}
 	return nil
 }
