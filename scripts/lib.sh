@@ -191,8 +191,8 @@ stop_pid() {
 # Benchmarks): at a fixed 5000 events/s through the shop pipeline, the
 # function instances (which inherit the broker's slack) used a quarter less
 # CPU and the machine an eighth less, for about 5 ms more latency at the
-# median; Cassandra's CPU per request at a few hundred requests a second
-# dropped 1.7-2.5x (BenchmarkTrickle in sinks/cassandra). scripts/bench-runtime
+# median; with one request every 2 ms, Cassandra used 0.20 of a core
+# instead of 0.45 (BenchmarkTrickle in sinks/cassandra). scripts/bench-runtime
 # gives its plain loops the broker's slack, so that they compare fairly.
 with_timer_slack() {
   local ns="${FOLDLINE_TIMER_SLACK_NS:-1000000}"
