@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/foldline/foldline/functions/transform"
 	"github.com/foldline/foldline/internal/benchreport"
 	"github.com/foldline/foldline/internal/proc"
+	"github.com/foldline/foldline/internal/testenv"
 )
 
 // Benchmarks of the sink against real Cassandra, skipping without it. One
@@ -277,19 +277,16 @@ func benchmarkSink(b *testing.B, session *gocql.Session, settings Settings, fres
 //
 //	go test -run '^$' -bench Trickle -benchtime 1x ./sinks/cassandra/
 //
-// It reports Cassandra's CPU per request (µs) and its timer slack (ns), and
-// skips when no local CassandraDaemon process is found.
+// It reports Cassandra's CPU per request (µs) and its timer slack (ns), of
+// the Cassandra that scripts/stack started (its pid file).
 func BenchmarkTrickle(b *testing.B) {
 	session, settings, keyspace := testKeyspace(b)
-	pids := proc.PIDs(func(argv []string) bool { return slices.Contains(argv, "org.apache.cassandra.service.CassandraDaemon") })
-	if len(pids) == 0 {
-		b.Skip("no local Cassandra process to measure")
-	}
+	pid := testenv.ServicePID(b, "cassandra")
 	s := userActivitySchema(keyspace, "trickle")
 	if err := EnsureSchema(b.Context(), session, s, settings.Replication); err != nil {
 		b.Fatal(err)
 	}
-	slack, _ := os.ReadFile(fmt.Sprintf("/proc/%d/timerslack_ns", pids[0]))
+	slack, _ := os.ReadFile(fmt.Sprintf("/proc/%d/timerslack_ns", pid))
 	stmt := fmt.Sprintf("UPDATE %s SET page_views = ? WHERE %s = ?", s.qualifiedTable(), quote(s.Key[0].Name))
 	const interval, span = 2 * time.Millisecond, 5 * time.Second
 	var requests int
@@ -307,9 +304,9 @@ func BenchmarkTrickle(b *testing.B) {
 	}
 	trickle(time.Second) // the statement prepared, the workers in their trickle pattern
 	for b.Loop() {
-		before := proc.CPUTime(pids[0])
+		before := proc.CPUTime(pid)
 		requests += trickle(span)
-		cpu += proc.CPUTime(pids[0]) - before
+		cpu += proc.CPUTime(pid) - before
 	}
 	b.ReportMetric(float64(cpu.Microseconds())/float64(requests), "cassandra-µs/request")
 	b.ReportMetric(float64(requests)/(span.Seconds()*float64(b.N)), "requests/s")
