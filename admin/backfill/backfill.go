@@ -415,6 +415,9 @@ func (e *env) watch(ctx context.Context, opts Options, rec *backfillrecord.Recor
 		wait := opts.Poll
 		if caughtUp > 0 {
 			wait = min(wait, confirmAfter) // only the confirmation is left
+		} else if left, ok := snap.timeLeft(); ok {
+			// Looked at again when it should be done, not up to a poll later.
+			wait = min(wait, max(left, confirmAfter))
 		}
 		select {
 		case <-ctx.Done():

@@ -159,3 +159,27 @@ func TestFailureFloodNeedsMoreFailuresThanSuccesses(t *testing.T) {
 		}
 	}
 }
+
+func TestTimeLeftIsTheSlowestWorkingStage(t *testing.T) {
+	eta := func(s float64) *float64 { return &s }
+	cases := []struct {
+		name   string
+		stages []StageProgress
+		left   time.Duration
+		ok     bool
+	}{
+		{name: "slowest of those working", stages: []StageProgress{
+			{Done: 10, Total: 20, ETASeconds: eta(0.4)}, {Done: 5, Total: 20, ETASeconds: eta(1.5)}, {Done: 7, Total: 7, Backlog: 3}},
+			left: 1500 * time.Millisecond, ok: true},
+		{name: "one without an estimate", stages: []StageProgress{{Done: 10, Total: 20, ETASeconds: eta(0.4)}, {Done: 0, Total: 20}}},
+		{name: "none working", stages: []StageProgress{{Done: 20, Total: 20}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			left, ok := (&Snapshot{Stages: tc.stages}).timeLeft()
+			if left != tc.left || ok != tc.ok {
+				t.Fatalf("timeLeft() = %v, %v; want %v, %v", left, ok, tc.left, tc.ok)
+			}
+		})
+	}
+}

@@ -177,6 +177,25 @@ func snapshot(ctx context.Context, pulsar *pulsarx.Clients, r *backfillrecord.Re
 	return s, nil
 }
 
+// timeLeft is the longest time left of the stages still working, at their
+// rates so far; false when one of them has no estimate yet, or none is
+// working.
+func (s *Snapshot) timeLeft() (time.Duration, bool) {
+	var left float64
+	working := false
+	for _, p := range s.Stages {
+		if p.Done >= p.Total {
+			continue
+		}
+		if p.ETASeconds == nil {
+			return 0, false
+		}
+		working = true
+		left = max(left, *p.ETASeconds)
+	}
+	return time.Duration(left * float64(time.Second)), working
+}
+
 func orUnknown(s string) string {
 	if s == "" {
 		return "no error reported"

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/foldline/foldline/functions/pf"
 )
 
 func TestFingerprintChangesWithBinaryOrConfigOnly(t *testing.T) {
@@ -42,6 +44,27 @@ func TestFingerprintChangesWithBinaryOrConfigOnly(t *testing.T) {
 			}
 			if same := fp == baseFP; same != tc.wantSame {
 				t.Errorf("fingerprint same = %v, want %v", same, tc.wantSame)
+			}
+		})
+	}
+}
+
+func TestCompressOutputsKeepsAConfigsOwnChoice(t *testing.T) {
+	cases := []struct {
+		name string
+		conf utils.FunctionConfig
+		want any
+	}{
+		{"no choice", utils.FunctionConfig{UserConfig: map[string]any{}}, DeployedCompression},
+		{"user config", utils.FunctionConfig{UserConfig: map[string]any{pf.UserConfigCompression: "none"}}, "none"},
+		{"producer config", utils.FunctionConfig{UserConfig: map[string]any{}, ProducerConfig: &utils.ProducerConfig{CompressionType: "ZSTD"}}, nil},
+		{"producer config without compression", utils.FunctionConfig{UserConfig: map[string]any{}, ProducerConfig: &utils.ProducerConfig{}}, DeployedCompression},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			compressOutputs(&tc.conf)
+			if got := tc.conf.UserConfig[pf.UserConfigCompression]; got != tc.want {
+				t.Fatalf("%s = %v, want %v", pf.UserConfigCompression, got, tc.want)
 			}
 		})
 	}

@@ -2,10 +2,12 @@ package deploy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"sync"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/gocql/gocql"
@@ -19,9 +21,10 @@ import (
 // CreateStages deploys stages that no manifest declares under their own
 // names — a backfill's copy of a view's path (manifest.ForkPath) — next to
 // the live DAG: it builds their binaries, creates their output and
-// dead-letter topics and the sink's table, then the functions upstream
-// first, and waits up to opts.Wait for every instance to run. A function
-// that exists already is left as it is, so a re-run carries on.
+// dead-letter topics, then the functions all at once (a sink's table
+// before its function), and waits up to opts.Wait for every instance to
+// run. A function that exists already is left as it is, so a re-run
+// carries on.
 func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cql *gocql.Session, set *manifest.Set, stages []*manifest.Stage) error {
 	builder := opts.builder()
 	id, err := tenantIdentity(opts.Services, set.Tenant.Name)
@@ -49,13 +52,8 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 		if err := createTopic(ctx, pulsar, st.DeadLetterTopic(), 0); err != nil {
 			return err
 		}
-		if st.View != nil {
-			schema := st.View.Schema()
-			if err := cassandra.EnsureSchema(ctx, cql, schema, cassandra.Replication(set.Tenant.Replication)); err != nil {
-				return fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, st.View.Name, err)
-			}
-		}
 	}
+	var create []desiredFunction
 	for _, f := range functions {
 		st := f.Stage
 		_, err := pulsar.Functions.GetFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name)
@@ -66,13 +64,39 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 			return fmt.Errorf("reading function %s: %w", st.FullName(), err)
 		}
 		fmt.Fprintf(opts.ErrOut, "creating function %s (reads %v)\n", st.FullName(), st.Inputs)
-		conf := f.Config
-		if err := pulsar.Functions.CreateFuncWithContext(ctx, &conf, f.Binary.Path); err != nil {
-			return fmt.Errorf("creating function %s: %w", st.FullName(), err)
-		}
+		create = append(create, f)
+	}
+	// The functions at once, each sink after its table: the worker stores
+	// each upload and starts each instance on its own, and a backfill's
+	// clock runs from the first create to the last instance running (one
+	// after the other, three stages took 1.4 s to create here).
+	errs := make([]error, len(create))
+	var wg sync.WaitGroup
+	for i, f := range create {
+		wg.Go(func() { errs[i] = createStage(ctx, pulsar, cql, set, f) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	if opts.Wait > 0 {
 		return waitRunning(ctx, pulsar, &Plan{functions: functions}, opts.Wait, opts.ErrOut)
+	}
+	return nil
+}
+
+// createStage creates one stage's function, and the table of a sink first.
+func createStage(ctx context.Context, pulsar *pulsarx.Clients, cql *gocql.Session, set *manifest.Set, f desiredFunction) error {
+	st := f.Stage
+	if st.View != nil {
+		schema := st.View.Schema()
+		if err := cassandra.EnsureSchema(ctx, cql, schema, cassandra.Replication(set.Tenant.Replication)); err != nil {
+			return fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, st.View.Name, err)
+		}
+	}
+	conf := f.Config
+	if err := pulsar.Functions.CreateFuncWithContext(ctx, &conf, f.Binary.Path); err != nil {
+		return fmt.Errorf("creating function %s: %w", st.FullName(), err)
 	}
 	return nil
 }
