@@ -60,8 +60,10 @@ import (
 )
 
 type options struct {
-	n          int
-	size       int
+	n    int
+	size int
+	// payload is "json" (benchEvent) or "x" (the letter repeated).
+	payload    string
 	serviceURL string
 	adminURL   string
 	// svc carries the credentials (FOLDLINE_PULSAR_TOKEN…, see package
@@ -81,6 +83,8 @@ type options struct {
 	// identityConfig is the identity function's user config (JSON): the
 	// runtime's client settings, e.g. its old ones.
 	identityConfig string
+	// singleOrigin: the identity config's originProperty is "single".
+	singleOrigin bool
 	// only names the contenders to run (by key), all when empty.
 	only map[string]bool
 	// jsonPath is the JSON Lines file the figures are appended to.
@@ -102,7 +106,8 @@ func main() {
 	home, _ := os.UserHomeDir()
 	var o options
 	flag.IntVar(&o.n, "n", 200_000, "messages per contender")
-	flag.IntVar(&o.size, "size", 100, "payload bytes")
+	flag.IntVar(&o.size, "size", 100, "payload bytes (at least: a -payload json event is never cut)")
+	flag.StringVar(&o.payload, "payload", "json", `payloads: "json", shop-like JSON events that differ from each other as a ledger's do; "x", the letter x repeated (compresses to nothing)`)
 	flag.StringVar(&o.serviceURL, "pulsar-url", envOr("FOLDLINE_PULSAR_URL", "pulsar://127.0.0.1:6650"), "broker URL")
 	flag.StringVar(&o.adminURL, "admin-url", envOr("FOLDLINE_PULSAR_ADMIN_URL", "http://127.0.0.1:8080"), "admin URL")
 	flag.StringVar(&o.pulsarHome, "pulsar-home", envOr("FOLDLINE_PULSAR_HOME", filepath.Join(home, ".cache", "foldline", "apache-pulsar-4.0.8")), "Pulsar distribution")
@@ -115,6 +120,18 @@ func main() {
 	flag.StringVar(&o.jsonPath, "json", "", "append the figures to this file as JSON Lines")
 	flag.StringVar(&o.profileDir, "cpuprofile", "", "write CPU profiles of the plain loops and the identity function to this directory (<contender>-r<round>.pprof)")
 	flag.Parse()
+	if o.payload != "json" && o.payload != "x" {
+		fmt.Fprintf(os.Stderr, "bench-runtime: -payload %q: want json or x\n", o.payload)
+		os.Exit(2)
+	}
+	if o.identityConfig != "" {
+		var uc map[string]any
+		if err := json.Unmarshal([]byte(o.identityConfig), &uc); err != nil {
+			fmt.Fprintf(os.Stderr, "bench-runtime: -identity-config: %v\n", err)
+			os.Exit(2)
+		}
+		o.singleOrigin = uc[pf.UserConfigOriginProperty] == "single"
+	}
 	if *only != "" {
 		o.only = map[string]bool{}
 		for _, k := range strings.Split(*only, ",") {
@@ -152,7 +169,7 @@ func quietLogger() pulsarlog.Logger {
 }
 
 // contenderKeys name the contenders for -contenders, in table order.
-var contenderKeys = []string{"tuned", "default", "identity", "java"}
+var contenderKeys = []string{"tuned", "tuned-lz4", "default", "identity", "java"}
 
 // contender is one thing measured: start deploys or starts it and returns
 // how to find its process and how to stop it.
@@ -256,6 +273,7 @@ func bench(ctx context.Context, o options) error {
 	contenders := func(ns string, round int) []contender {
 		all := []contender{
 			{key: "tuned", name: "plain loop, tuned (limit)", start: loop("tuned", profile("tuned", round))},
+			{key: "tuned-lz4", name: "plain loop, tuned + LZ4 (limit)", start: loop("tuned-lz4", profile("tuned-lz4", round))},
 			{key: "default", name: "plain loop, client defaults + LZ4", start: loop("default", profile("default", round))},
 			{key: "identity", name: "Foldline identity under the worker", start: func(ctx context.Context, in, out string) (func() int, func(), error) {
 				args, err := identityArgs(round)
@@ -407,8 +425,12 @@ func printTable(results []result, o options) {
 	if o.identityConfig != "" {
 		identity = "user config " + o.identityConfig
 	}
-	fmt.Fprintf(w, "(%d messages of %d bytes each, keyed, with properties; %s; %s subscriptions; identity with %s; "+
-		"rate over the last 80%%; medians of %d rounds)\n", o.n, o.size, inputs, subType, identity, o.rounds)
+	payload := fmt.Sprintf("shop-like JSON events of at least %d bytes", o.size)
+	if o.payload == "x" {
+		payload = fmt.Sprintf("%d bytes of x", o.size)
+	}
+	fmt.Fprintf(w, "(%d messages, each %s, keyed, with properties; %s; %s subscriptions; identity with %s; "+
+		"rate over the last 80%%; medians of %d rounds)\n", o.n, payload, inputs, subType, identity, o.rounds)
 	w.Flush()
 }
 
@@ -451,6 +473,7 @@ func figures(results []result, derived bool) []figure {
 	if id := find(results, "identity"); id != nil {
 		for _, cmp := range []struct{ key, limit, aim string }{
 			{"tuned", "tuned loop", ">= 0.9x"},
+			{"tuned-lz4", "tuned loop with LZ4", ">= 0.9x"},
 			{"default", "default loop", ""},
 			{"java", "Java ExclamationFunction", ">= 2x"},
 		} {
@@ -495,24 +518,62 @@ func (c contender) schemaOrNil() pulsar.Schema {
 	return c.schema()
 }
 
+// payloadOf is message i's payload: benchEvent, or xs for -payload x.
+func payloadOf(o options, i int, xs []byte) []byte {
+	if o.payload == "x" {
+		return xs
+	}
+	return benchEvent(i, o.size)
+}
+
+// eventTypes and noteWords make benchEvent's events.
+var (
+	eventTypes = []string{"item_viewed", "cart_added", "order_placed", "payment_captured"}
+	noteWords  = []string{"gift", "express", "red", "size-m", "promo", "returning", "mobile", "eu-west", "bundle", "coupon", "blue", "size-l"}
+)
+
+// benchEvent is message i's payload: a shop-like JSON event whose ids,
+// quantities and times vary from one message to the next as a ledger's do
+// (so that compression does on it what it does on a ledger, not what it
+// does on a repeated letter), padded with a note of words to at least size
+// bytes.
+func benchEvent(i, size int) []byte {
+	b := fmt.Appendf(make([]byte, 0, size+16), `{"type":"%s","user_id":"u-%05d","sku":"sku-%04d","qty":%d,"at":"2026-12-04T%02d:%02d:%02d.%03dZ"`,
+		eventTypes[i%len(eventTypes)], (i*7919)%100_000, (i*104_729)%5000, 1+i%5, i/3_600_000%24, i/60_000%60, i/1000%60, i%1000)
+	if len(b)+len("}") < size {
+		b = append(b, `,"note":"`...)
+		for w := i; len(b)+len(`"}`) < size; w = w*31 + 7 {
+			b = append(b, noteWords[(w&0x7fffffff)%len(noteWords)]...)
+			b = append(b, ' ')
+		}
+		b = append(b, '"')
+	}
+	return append(b, '}')
+}
+
 func prefill(ctx context.Context, client pulsar.Client, c contender, topic string, o options) error {
 	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, BatchingMaxPublishDelay: 10 * time.Millisecond, Schema: c.schemaOrNil()})
 	if err != nil {
 		return fmt.Errorf("creating producer for %s: %w", topic, err)
 	}
 	defer p.Close()
-	payload := []byte(strings.Repeat("x", o.size))
+	xs := []byte(strings.Repeat("x", o.size))
 	var failed atomic.Pointer[error]
 	for i := range o.n {
 		props := map[string]string{"type": "bench"}
 		if o.derived {
-			// In the form the runtime writes by default (originProperty
-			// pair), which an identity function passes on unchanged.
-			envelope.Origin{Topic: "persistent://bench/ledger/events-partition-0",
-				Position: envelope.Position{Ledger: 1234, Entry: int64(i / 100), Batch: int32(i % 100)}}.SetPairOn(props)
+			// In the form the identity function writes (originProperty),
+			// which it then passes on unchanged.
+			origin := envelope.Origin{Topic: "persistent://bench/ledger/events-partition-0",
+				Position: envelope.Position{Ledger: 1234, Entry: int64(i / 100), Batch: int32(i % 100)}}
+			if o.singleOrigin {
+				origin.SetOn(props)
+			} else {
+				origin.SetPairOn(props)
+			}
 		}
 		p.SendAsync(ctx, &pulsar.ProducerMessage{
-			Payload: payload, Key: "entity-" + strconv.Itoa(i%1000),
+			Payload: payloadOf(o, i, xs), Key: "entity-" + strconv.Itoa(i%1000),
 			Properties: props,
 		}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 			if err != nil {
@@ -831,22 +892,25 @@ func newClient(svc services.Services) (pulsar.Client, error) {
 // the runtime's maxProcs leaves it by default; its batches as the
 // runtime's: 1000 messages, 1 MiB), or the client's
 // and Go's defaults with LZ4 and a 10 ms batching delay, as the runtime had
-// before its settings became user config. gcPercent 0 leaves Go's.
+// before its settings became user config. tuned-lz4 is tuned with LZ4, the
+// compression foldline deploy gives the functions it deploys: the limit
+// too, when it is the faster. gcPercent 0 leaves Go's.
 var loopSettings = map[string]struct {
 	receiverQueue, maxPending int
 	compression               pulsar.CompressionType
 	gcPercent, memoryLimitMB  int
 	batchMessages, batchBytes uint
 }{
-	"tuned":   {5000, 10_000, pulsar.NoCompression, pf.DefaultGCPercent, pf.DefaultMemoryLimitMB, pf.DefaultBatchingMaxMessages, pf.DefaultBatchingMaxSize},
-	"default": {0, 0, pulsar.LZ4, 0, 0, 0, 0},
+	"tuned":     {5000, 10_000, pulsar.NoCompression, pf.DefaultGCPercent, pf.DefaultMemoryLimitMB, pf.DefaultBatchingMaxMessages, pf.DefaultBatchingMaxSize},
+	"tuned-lz4": {5000, 10_000, pulsar.LZ4, pf.DefaultGCPercent, pf.DefaultMemoryLimitMB, pf.DefaultBatchingMaxMessages, pf.DefaultBatchingMaxSize},
+	"default":   {0, 0, pulsar.LZ4, 0, 0, 0, 0},
 }
 
 // plainLoop is the limit: consume, produce with the same key and
 // properties, acknowledge once the send is confirmed.
 func plainLoop(args []string) error {
 	if len(args) != 6 {
-		return errors.New("usage: loop <service-url> <in> <out> failover|shared tuned|default <cpu-profile or empty>")
+		return errors.New("usage: loop <service-url> <in> <out> failover|shared tuned|tuned-lz4|default <cpu-profile or empty>")
 	}
 	if args[5] != "" {
 		f, err := os.Create(args[5])
@@ -867,7 +931,7 @@ func plainLoop(args []string) error {
 	}
 	settings, ok := loopSettings[args[4]]
 	if !ok {
-		return fmt.Errorf("unknown settings %q: want tuned or default", args[4])
+		return fmt.Errorf("unknown settings %q: want tuned, tuned-lz4 or default", args[4])
 	}
 	if settings.gcPercent > 0 {
 		debug.SetGCPercent(settings.gcPercent)
