@@ -204,6 +204,18 @@ func checkOriginForms(t *testing.T, opts deploy.Options, tenant string) {
 		if got := form(name); got != "single" {
 			t.Errorf("%s deployed with %s %v, want single", name, pf.UserConfigOriginProperty, got)
 		}
+		conf, err := clients.Functions.GetFunctionWithContext(ctx, tenant, "pipeline", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The functions' outputs are compressed; a sink writes none.
+		want := any(deploy.DeployedCompression)
+		if strings.HasSuffix(name, "-sink") {
+			want = nil
+		}
+		if got := conf.UserConfig[pf.UserConfigCompression]; got != want {
+			t.Errorf("%s deployed with %s %v, want %v", name, pf.UserConfigCompression, got, want)
+		}
 	}
 	old, err := clients.Functions.GetFunctionWithContext(ctx, tenant, "pipeline", "user-activity")
 	if err != nil {
