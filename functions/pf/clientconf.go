@@ -50,6 +50,16 @@ var compressionNames = map[string]pulsar.CompressionType{
 	"snappy": pulsar.SNAPPY,
 }
 
+// ParseCompression reads a compression's name (none, lz4, zlib, zstd or
+// snappy, in any case), as the user config key compression and foldline
+// ingest --compression take it.
+func ParseCompression(name string) (pulsar.CompressionType, error) {
+	if t, known := compressionNames[strings.ToLower(name)]; known {
+		return t, nil
+	}
+	return 0, errors.New("want none, lz4, zlib, zstd or snappy")
+}
+
 // ClientSettings are the settings of the consumers and producers the
 // runtime creates, taken from the function's user config. Each field names
 // its key and default.
@@ -134,10 +144,10 @@ func clientSettings(uc map[string]any, ps *instancepb.ProducerSpec) (ClientSetti
 	s.BatchingMaxPublishDelay = time.Duration(delayMs) * time.Millisecond
 	if v, ok := uc[UserConfigCompression]; ok {
 		name, _ := v.(string)
-		if t, known := compressionNames[strings.ToLower(name)]; known {
+		if t, err := ParseCompression(name); err == nil {
 			s.Compression = t
 		} else {
-			problems = append(problems, &UserConfigError{Key: UserConfigCompression, Reason: fmt.Sprintf("%v: want none, lz4, zlib, zstd or snappy", v)})
+			problems = append(problems, &UserConfigError{Key: UserConfigCompression, Reason: fmt.Sprintf("%v: %v", v, err)})
 		}
 	}
 	return s, errors.Join(problems...)
