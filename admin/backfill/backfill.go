@@ -384,6 +384,7 @@ func (e *env) watch(ctx context.Context, opts Options, rec *backfillrecord.Recor
 	var drawn drawState
 	stalls := stallWatch{}
 	caughtUp := 0
+	soon := confirmAfter
 	for {
 		threshold := opts.Threshold
 		if rec.Until != "" {
@@ -416,8 +417,11 @@ func (e *env) watch(ctx context.Context, opts Options, rec *backfillrecord.Recor
 		if caughtUp > 0 {
 			wait = min(wait, confirmAfter) // only the confirmation is left
 		} else if left, ok := snap.timeLeft(); ok {
-			// Looked at again when it should be done, not up to a poll later.
-			wait = min(wait, max(left, confirmAfter))
+			// Looked at again when it should be done, not up to a poll
+			// later; sooner each time at first, less often while a tail
+			// takes longer than it should.
+			wait = min(wait, max(left, soon))
+			soon = min(2*soon, opts.Poll)
 		}
 		select {
 		case <-ctx.Done():

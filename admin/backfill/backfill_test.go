@@ -169,10 +169,13 @@ func TestTimeLeftIsTheSlowestWorkingStage(t *testing.T) {
 		ok     bool
 	}{
 		{name: "slowest of those working", stages: []StageProgress{
-			{Done: 10, Total: 20, ETASeconds: eta(0.4)}, {Done: 5, Total: 20, ETASeconds: eta(1.5)}, {Done: 7, Total: 7, Backlog: 3}},
+			{Done: 10, Total: 20, ETASeconds: eta(0.4), readsLedger: true}, {Done: 5, Total: 20, ETASeconds: eta(1.5)}, {Done: 7, Total: 7, Backlog: 3}},
 			left: 1500 * time.Millisecond, ok: true},
-		{name: "one without an estimate", stages: []StageProgress{{Done: 10, Total: 20, ETASeconds: eta(0.4)}, {Done: 0, Total: 20}}},
-		{name: "none working", stages: []StageProgress{{Done: 20, Total: 20}}},
+		{name: "one without an estimate", stages: []StageProgress{{Done: 10, Total: 20, ETASeconds: eta(0.4), readsLedger: true}, {Done: 0, Total: 20}}},
+		{name: "the ledger read, a later stage's queue left", stages: []StageProgress{
+			{Done: 20, Total: 20, readsLedger: true}, {Done: 0, Total: 2}, {Done: 5, Total: 9, ETASeconds: eta(30)}},
+			left: 0, ok: true},
+		{name: "none working", stages: []StageProgress{{Done: 20, Total: 20, readsLedger: true}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -46,6 +46,9 @@ type StageProgress struct {
 	Problem string `json:"problem,omitempty"`
 	// unsubscribed counts the inputs without the stage's subscription.
 	unsubscribed int
+	// readsLedger: the stage reads a ledger topic, whose size at the
+	// start is its Total.
+	readsLedger bool
 }
 
 // Snapshot is a backfill's progress at one moment (-o json prints one per
@@ -119,6 +122,7 @@ func snapshot(ctx context.Context, pulsar *pulsarx.Clients, r *backfillrecord.Re
 			p.Done += max(size-sub.MsgBacklog, 0)
 			if atStart, ledger := r.LedgerAtStart[in]; ledger {
 				p.Total += atStart
+				p.readsLedger = true
 			} else {
 				p.Total += size
 			}
@@ -179,21 +183,36 @@ func snapshot(ctx context.Context, pulsar *pulsarx.Clients, r *backfillrecord.Re
 
 // timeLeft is the longest time left of the stages still working, at their
 // rates so far; false when one of them has no estimate yet, or none is
-// working.
+// working. Once every stage that reads the ledger is through it, only
+// what the later stages have queued is left, which takes them little
+// time, whatever their rates so far (a stage that has done nothing yet has
+// none): then it is zero.
 func (s *Snapshot) timeLeft() (time.Duration, bool) {
 	var left float64
-	working := false
+	working, unknown, ledgerDone := false, false, true
 	for _, p := range s.Stages {
 		if p.Done >= p.Total {
 			continue
 		}
-		if p.ETASeconds == nil {
-			return 0, false
-		}
 		working = true
+		if p.readsLedger {
+			ledgerDone = false
+		}
+		if p.ETASeconds == nil {
+			unknown = true
+			continue
+		}
 		left = max(left, *p.ETASeconds)
 	}
-	return time.Duration(left * float64(time.Second)), working
+	switch {
+	case !working:
+		return 0, false
+	case ledgerDone:
+		return 0, true
+	case unknown:
+		return 0, false
+	}
+	return time.Duration(left * float64(time.Second)), true
 }
 
 func orUnknown(s string) string {

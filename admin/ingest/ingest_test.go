@@ -28,7 +28,7 @@ type ledger struct {
 	client pulsar.Client
 }
 
-func newLedger(t *testing.T, dedup bool) *ledger {
+func newLedger(t testing.TB, dedup bool) *ledger {
 	t.Helper()
 	svc := testenv.Pulsar(t)
 	admin, err := pulsaradmin.NewClient(svc.PulsarAdminConfig())
@@ -60,7 +60,7 @@ func newLedger(t *testing.T, dedup bool) *ledger {
 	return l
 }
 
-func mustTopic(t *testing.T, name string) *utils.TopicName {
+func mustTopic(t testing.TB, name string) *utils.TopicName {
 	t.Helper()
 	tn, err := utils.GetTopicName(name)
 	if err != nil {

@@ -1,0 +1,88 @@
+package ingest_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+
+	"github.com/foldline/foldline/admin/gen"
+	"github.com/foldline/foldline/admin/ingest"
+)
+
+// BenchmarkLedgerCompression ingests the same shop events (foldline gen)
+// into a ledger without compression and into one with the default (LZ4),
+// then reads each from its first event with a plain reader, and reports
+// what each stores and how fast each reads: the read is the limit every
+// backfill figure is measured against, so the bench shows what the
+// ledger's compression does to it.
+//
+//	FOLDLINE_BENCH_EVENTS=1000000 go test -run '^$' -bench LedgerCompression -benchtime 1x ./admin/ingest/
+func BenchmarkLedgerCompression(b *testing.B) {
+	n := 200_000
+	if v := os.Getenv("FOLDLINE_BENCH_EVENTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("FOLDLINE_BENCH_EVENTS=%q: %v", v, err)
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := gen.Generate(&buf, gen.Options{Events: n, Users: 300, SKUs: 40, Seed: 31, Malformed: 0.01}); err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "events.jsonl")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		for _, compression := range []string{"none", ingest.DefaultCompression} {
+			l := newLedger(b, true)
+			start := time.Now()
+			if _, err := ingest.Run(b.Context(), ingest.Options{Services: l.svc, Tenant: l.tenant, Files: []string{path}, Compression: compression}); err != nil {
+				b.Fatalf("ingesting with %s: %v", compression, err)
+			}
+			ingestTime := time.Since(start)
+			admin, err := pulsaradmin.NewClient(l.svc.PulsarAdminConfig())
+			if err != nil {
+				b.Fatal(err)
+			}
+			stats, err := admin.Topics().GetStats(*mustTopic(b, l.topic))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var reads []time.Duration
+			for range 3 {
+				reads = append(reads, readN(b, l, n))
+			}
+			best := min(reads[0], reads[1], reads[2])
+			b.Logf("%-4s: %d events (%d bytes of lines) stored in %d bytes; ingest %v (%.0f events/s); plain read %v %v %v, best %.0f events/s",
+				compression, n, buf.Len(), stats.StorageSize, ingestTime.Round(10*time.Millisecond), float64(n)/ingestTime.Seconds(),
+				reads[0].Round(10*time.Millisecond), reads[1].Round(10*time.Millisecond), reads[2].Round(10*time.Millisecond), float64(n)/best.Seconds())
+			b.ReportMetric(float64(n)/best.Seconds(), compression+"-read-events/s")
+			b.ReportMetric(float64(stats.StorageSize)/float64(n), compression+"-stored-B/event")
+		}
+	}
+}
+
+// readN reads the ledger's first n events with a plain reader (receiver
+// queue 5000, as the tuned loop's) and returns how long that took.
+func readN(b *testing.B, l *ledger, n int) time.Duration {
+	b.Helper()
+	start := time.Now()
+	reader, err := l.client.CreateReader(pulsar.ReaderOptions{Topic: l.topic, StartMessageID: pulsar.EarliestMessageID(), ReceiverQueueSize: 5000})
+	if err != nil {
+		b.Fatalf("creating reader: %v", err)
+	}
+	defer reader.Close()
+	for i := range n {
+		if _, err := reader.Next(b.Context()); err != nil {
+			b.Fatalf("reading event %d: %v", i, err)
+		}
+	}
+	return time.Since(start)
+}
