@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	"github.com/apache/pulsar-client-go/pulsaradmin"
 
 	"github.com/foldline/foldline/admin/gen"
 	"github.com/foldline/foldline/admin/ingest"
@@ -47,24 +46,17 @@ func BenchmarkLedgerCompression(b *testing.B) {
 				b.Fatalf("ingesting with %s: %v", compression, err)
 			}
 			ingestTime := time.Since(start)
-			admin, err := pulsaradmin.NewClient(l.svc.PulsarAdminConfig())
-			if err != nil {
-				b.Fatal(err)
-			}
-			stats, err := admin.Topics().GetStats(*mustTopic(b, l.topic))
-			if err != nil {
-				b.Fatal(err)
-			}
+			stored := l.storageSize(b)
 			var reads []time.Duration
 			for range 3 {
 				reads = append(reads, readN(b, l, n))
 			}
 			best := min(reads[0], reads[1], reads[2])
 			b.Logf("%-4s: %d events (%d bytes of lines) stored in %d bytes; ingest %v (%.0f events/s); plain read %v %v %v, best %.0f events/s",
-				compression, n, buf.Len(), stats.StorageSize, ingestTime.Round(10*time.Millisecond), float64(n)/ingestTime.Seconds(),
+				compression, n, buf.Len(), stored, ingestTime.Round(10*time.Millisecond), float64(n)/ingestTime.Seconds(),
 				reads[0].Round(10*time.Millisecond), reads[1].Round(10*time.Millisecond), reads[2].Round(10*time.Millisecond), float64(n)/best.Seconds())
 			b.ReportMetric(float64(n)/best.Seconds(), compression+"-read-events/s")
-			b.ReportMetric(float64(stats.StorageSize)/float64(n), compression+"-stored-B/event")
+			b.ReportMetric(float64(stored)/float64(n), compression+"-stored-B/event")
 		}
 	}
 }

@@ -69,6 +69,20 @@ func mustTopic(t testing.TB, name string) *utils.TopicName {
 	return tn
 }
 
+// storageSize is the bytes the broker stores of the ledger topic.
+func (l *ledger) storageSize(t testing.TB) int64 {
+	t.Helper()
+	admin, err := pulsaradmin.NewClient(l.svc.PulsarAdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := admin.Topics().GetStats(*mustTopic(t, l.topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stats.StorageSize
+}
+
 // readAll reads the whole ledger from the start: everything that arrives
 // until nothing more comes for two seconds.
 func (l *ledger) readAll(t *testing.T) []string {
@@ -324,15 +338,7 @@ func TestIngestCompressesTheLedger(t *testing.T) {
 		if got := l.readAll(t); !equal(got, lines) {
 			t.Fatalf("compression %q: read back %d lines, want the %d ingested, in order", compression, len(got), len(lines))
 		}
-		admin, err := pulsaradmin.NewClient(l.svc.PulsarAdminConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		stats, err := admin.Topics().GetStats(*mustTopic(t, l.topic))
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored[compression] = stats.StorageSize
+		stored[compression] = l.storageSize(t)
 	}
 	t.Logf("%d bytes of lines stored in %d bytes without compression, %d with the default", raw, stored["none"], stored[""])
 	if stored["none"] < int64(raw) || stored[""]*2 > stored["none"] {
