@@ -71,6 +71,8 @@ type Options struct {
 	// or snappy; default DefaultCompression. Every Pulsar client reads
 	// them, and the ledger is kept forever.
 	Compression string
+	// compression is Compression parsed (applyDefaults).
+	compression pulsar.CompressionType
 	// Stdin replaces os.Stdin for "-" (tests).
 	Stdin io.Reader
 	// Progress receives the progress display; nil means none.
@@ -116,7 +118,8 @@ func (o *Options) applyDefaults() error {
 	if o.Compression == "" {
 		o.Compression = DefaultCompression
 	}
-	if _, err := pf.ParseCompression(o.Compression); err != nil {
+	var err error
+	if o.compression, err = pf.ParseCompression(o.Compression); err != nil {
 		return fmt.Errorf("ingest: --compression %q: %w: %w", o.Compression, err, exitcode.ErrUsage)
 	}
 	return nil
@@ -124,9 +127,9 @@ func (o *Options) applyDefaults() error {
 
 // DefaultCompression is the ledger's compression unless --compression
 // says otherwise. The ledger is kept forever, in BookKeeper and then in
-// the offload store: LZ4 keeps shop events (foldline gen) in batches of
-// 500 in 27 % of their bytes (10.8 MB of JSON lines in 2.95 MB), and
-// decompressing costs a reader little.
+// the offload store: with LZ4, 1 000 000 shop events (foldline gen) took
+// 39.6 bytes each against 181.5 uncompressed, and a plain reader got
+// through them 1.36× faster (BenchmarkLedgerCompression).
 const DefaultCompression = "lz4"
 
 // DefaultTopic is the ledger topic of a tenant when none is configured.
@@ -347,7 +350,6 @@ func ingestFile(ctx context.Context, client pulsar.Client, opts Options, epoch, 
 		return FileResult{}, err
 	}
 	res := FileResult{File: name, Producer: "foldline-ingest-" + id}
-	compression, _ := pf.ParseCompression(opts.Compression) // checked by applyDefaults
 	producer, err := client.CreateProducer(pulsar.ProducerOptions{
 		Topic:                   opts.Topic,
 		Name:                    res.Producer,
@@ -356,7 +358,7 @@ func ingestFile(ctx context.Context, client pulsar.Client, opts Options, epoch, 
 		BatchingMaxSize:         batchBytes,
 		BatchingMaxPublishDelay: 365 * 24 * time.Hour, // never cut a batch by time
 		MaxPendingMessages:      8 * batchMessages,
-		CompressionType:         compression,
+		CompressionType:         opts.compression,
 	})
 	if err != nil {
 		return res, fmt.Errorf("creating producer %s on %s: %w", res.Producer, opts.Topic, err)
