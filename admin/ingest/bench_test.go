@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func BenchmarkLedgerCompression(b *testing.B) {
 			for range 3 {
 				reads = append(reads, readN(b, l, n))
 			}
-			best := min(reads[0], reads[1], reads[2])
+			best := slices.Min(reads)
 			b.Logf("%-4s: %d events (%d bytes of lines) stored in %d bytes; ingest %v (%.0f events/s); plain read %v %v %v, best %.0f events/s",
 				compression, n, buf.Len(), stored, ingestTime.Round(10*time.Millisecond), float64(n)/ingestTime.Seconds(),
 				reads[0].Round(10*time.Millisecond), reads[1].Round(10*time.Millisecond), reads[2].Round(10*time.Millisecond), float64(n)/best.Seconds())

@@ -30,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -83,8 +84,8 @@ type options struct {
 	// identityConfig is the identity function's user config (JSON): the
 	// runtime's client settings, e.g. its old ones.
 	identityConfig string
-	// singleOrigin: the identity config's originProperty is "single".
-	singleOrigin bool
+	// identityUC is identityConfig parsed (nil when empty).
+	identityUC map[string]any
 	// only names the contenders to run (by key), all when empty.
 	only map[string]bool
 	// jsonPath is the JSON Lines file the figures are appended to.
@@ -125,12 +126,10 @@ func main() {
 		os.Exit(2)
 	}
 	if o.identityConfig != "" {
-		var uc map[string]any
-		if err := json.Unmarshal([]byte(o.identityConfig), &uc); err != nil {
+		if err := json.Unmarshal([]byte(o.identityConfig), &o.identityUC); err != nil {
 			fmt.Fprintf(os.Stderr, "bench-runtime: -identity-config: %v\n", err)
 			os.Exit(2)
 		}
-		o.singleOrigin = uc[pf.UserConfigOriginProperty] == "single"
 	}
 	if *only != "" {
 		o.only = map[string]bool{}
@@ -255,11 +254,9 @@ func bench(ctx context.Context, o options) error {
 		args := []string{"--go", identity}
 		userConfig := o.identityConfig
 		if path := profile("identity", round); path != "" {
-			conf := map[string]any{}
-			if userConfig != "" {
-				if err := json.Unmarshal([]byte(userConfig), &conf); err != nil {
-					return nil, fmt.Errorf("-identity-config: %w", err)
-				}
+			conf := maps.Clone(o.identityUC)
+			if conf == nil {
+				conf = map[string]any{}
 			}
 			conf["cpuProfile"] = path
 			b, _ := json.Marshal(conf)
@@ -566,7 +563,7 @@ func prefill(ctx context.Context, client pulsar.Client, c contender, topic strin
 			// which it then passes on unchanged.
 			origin := envelope.Origin{Topic: "persistent://bench/ledger/events-partition-0",
 				Position: envelope.Position{Ledger: 1234, Entry: int64(i / 100), Batch: int32(i % 100)}}
-			if o.singleOrigin {
+			if o.identityUC[pf.UserConfigOriginProperty] == "single" {
 				origin.SetOn(props)
 			} else {
 				origin.SetPairOn(props)
@@ -895,15 +892,27 @@ func newClient(svc services.Services) (pulsar.Client, error) {
 // before its settings became user config. tuned-lz4 is tuned with LZ4, the
 // compression foldline deploy gives the functions it deploys: the limit
 // too, when it is the faster. gcPercent 0 leaves Go's.
-var loopSettings = map[string]struct {
+var loopSettings = map[string]loopSetting{
+	"tuned":     tunedLoop,
+	"tuned-lz4": tunedLoop.with(pulsar.LZ4),
+	"default":   {0, 0, pulsar.LZ4, 0, 0, 0, 0},
+}
+
+// loopSetting is one entry of loopSettings.
+type loopSetting struct {
 	receiverQueue, maxPending int
 	compression               pulsar.CompressionType
 	gcPercent, memoryLimitMB  int
 	batchMessages, batchBytes uint
-}{
-	"tuned":     {5000, 10_000, pulsar.NoCompression, pf.DefaultGCPercent, pf.DefaultMemoryLimitMB, pf.DefaultBatchingMaxMessages, pf.DefaultBatchingMaxSize},
-	"tuned-lz4": {5000, 10_000, pulsar.LZ4, pf.DefaultGCPercent, pf.DefaultMemoryLimitMB, pf.DefaultBatchingMaxMessages, pf.DefaultBatchingMaxSize},
-	"default":   {0, 0, pulsar.LZ4, 0, 0, 0, 0},
+}
+
+// tunedLoop is the tuned loop's setting.
+var tunedLoop = loopSetting{5000, 10_000, pulsar.NoCompression, pf.DefaultGCPercent, pf.DefaultMemoryLimitMB, pf.DefaultBatchingMaxMessages, pf.DefaultBatchingMaxSize}
+
+// with returns s compressing with c.
+func (s loopSetting) with(c pulsar.CompressionType) loopSetting {
+	s.compression = c
+	return s
 }
 
 // plainLoop is the limit: consume, produce with the same key and
