@@ -2,12 +2,10 @@ package deploy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
-	"sync"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/gocql/gocql"
@@ -21,9 +19,9 @@ import (
 // CreateStages deploys stages that no manifest declares under their own
 // names — a backfill's copy of a view's path (manifest.ForkPath) — next to
 // the live DAG: it builds their binaries, creates their output and
-// dead-letter topics, then the functions all at once (a sink's table
-// before its function), and waits up to opts.Wait for every instance to
-// run. A function that exists already is left as it is, so a re-run
+// dead-letter topics, then the functions upstream first (a sink's table
+// just before its function), and waits up to opts.Wait for every instance
+// to run. A function that exists already is left as it is, so a re-run
 // carries on.
 func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cql *gocql.Session, set *manifest.Set, stages []*manifest.Stage) error {
 	builder := opts.builder()
@@ -53,7 +51,9 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 			return err
 		}
 	}
-	var create []desiredFunction
+	// One after the other, upstream first (each sink after its table):
+	// created at once, the functions of a partitioned backfill made the
+	// worker answer 500 (java.util.concurrent.TimeoutException) in CI.
 	for _, f := range functions {
 		st := f.Stage
 		_, err := pulsar.Functions.GetFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name)
@@ -64,20 +64,9 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 			return fmt.Errorf("reading function %s: %w", st.FullName(), err)
 		}
 		fmt.Fprintf(opts.ErrOut, "creating function %s (reads %v)\n", st.FullName(), st.Inputs)
-		create = append(create, f)
-	}
-	// The functions at once, each sink after its table: the worker stores
-	// each upload and starts each instance on its own, and a backfill's
-	// clock runs from the first create to the last instance running (one
-	// after the other, three stages took 1.4 s to create here).
-	errs := make([]error, len(create))
-	var wg sync.WaitGroup
-	for i, f := range create {
-		wg.Go(func() { errs[i] = createStage(ctx, pulsar, cql, set, f) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
+		if err := createStage(ctx, pulsar, cql, set, f); err != nil {
+			return err
+		}
 	}
 	if opts.Wait > 0 {
 		return waitRunning(ctx, pulsar, &Plan{functions: functions}, opts.Wait, opts.ErrOut)
