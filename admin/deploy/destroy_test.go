@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/foldline/foldline/admin/manifest"
 )
 
 func TestStageOfALeftoverFunction(t *testing.T) {
@@ -26,5 +28,21 @@ func TestStageOfALeftoverFunction(t *testing.T) {
 	conf.SubName = "own"
 	if st := stageOf(conf); st.SubName != "own" {
 		t.Errorf("subscription %q, want own", st.SubName)
+	}
+}
+
+func TestDeleteStagesOrderEachStageOnce(t *testing.T) {
+	st := func(name string) *manifest.Stage {
+		return &manifest.Stage{Tenant: "t", Namespace: "pipeline", Name: name}
+	}
+	// An old path, then an earlier backfill's stages that repeat it in
+	// part (as a backfill's retire lists them).
+	got := downstreamFirst([]*manifest.Stage{st("validate"), st("activity"), st("sink-v1"), st("validate"), st("activity-bf-v2"), st("sink-v1")})
+	var names []string
+	for _, s := range got {
+		names = append(names, s.Name)
+	}
+	if want := []string{"sink-v1", "activity-bf-v2", "validate", "activity"}; !slices.Equal(names, want) {
+		t.Errorf("deleted %v, want %v: downstream first, each once", names, want)
 	}
 }

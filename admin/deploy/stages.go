@@ -133,7 +133,8 @@ func createTopic(ctx context.Context, pulsar *pulsarx.Clients, topic string, par
 
 // DeleteStages deletes the functions of stages downstream first, and their
 // subscriptions, announcing each removal on progress; it returns what it
-// removed. Stages already gone are skipped.
+// removed. Stages already gone are skipped, and a stage listed twice is
+// deleted once.
 func DeleteStages(ctx context.Context, pulsar *pulsarx.Clients, stages []*manifest.Stage, progress io.Writer) ([]string, error) {
 	var removed []string
 	note := func(format string, args ...any) {
@@ -141,9 +142,7 @@ func DeleteStages(ctx context.Context, pulsar *pulsarx.Clients, stages []*manife
 		fmt.Fprintln(progress, line)
 		removed = append(removed, line)
 	}
-	stages = slices.Clone(stages)
-	slices.Reverse(stages)
-	for _, st := range stages {
+	for _, st := range downstreamFirst(stages) {
 		err := pulsar.Functions.DeleteFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name)
 		deleted := err == nil
 		switch {
@@ -173,11 +172,25 @@ func DeleteStages(ctx context.Context, pulsar *pulsarx.Clients, stages []*manife
 	return removed, nil
 }
 
+// downstreamFirst returns stages in reverse order, each (by full name)
+// once, where it last appears in stages.
+func downstreamFirst(stages []*manifest.Stage) []*manifest.Stage {
+	out := make([]*manifest.Stage, 0, len(stages))
+	seen := make(map[string]bool, len(stages))
+	for _, st := range slices.Backward(stages) {
+		if !seen[st.FullName()] {
+			seen[st.FullName()] = true
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
 // deletePackages deletes what the worker stored of a stage's function in the
-// package management service, every version of function://<full name>. The
-// worker leaves it behind when the function is deleted, and then refuses to
-// create a function of that name again ("Package … metadata already
-// exists"): a backfill into a table version reused after an abort, or a
+// package management service, every version of function://<full name>, and
+// returns how many versions it deleted. The worker leaves it behind when
+// the function is deleted, and then refuses to create a function of that
+// name again ("Package … metadata already exists"): a backfill into a table version reused after an abort, or a
 // replay after its snapshot was dropped, would fail. A cluster without
 // package management (503) stores nothing.
 func deletePackages(ctx context.Context, pulsar *pulsarx.Clients, st *manifest.Stage) (int, error) {
@@ -189,18 +202,24 @@ func deletePackages(ctx context.Context, pulsar *pulsarx.Clients, st *manifest.S
 	case err != nil:
 		return 0, fmt.Errorf("listing the stored packages of %s: %w", st.FullName(), err)
 	}
+	deleted := 0
 	for _, v := range versions {
 		err := pulsar.Packages.DeleteWithContext(ctx, url+"@"+v)
-		if err != nil && !pulsarx.IsNotFound(err) {
-			// An upload cut short (a create killed midway) leaves a version
-			// with no metadata, which the store lists but fails to delete
-			// (500): it blocks nothing, so it is as good as gone.
+		switch {
+		case err == nil:
+			deleted++
+		case pulsarx.IsNotFound(err):
+		default:
+			// The store keeps listing a version after deleting it, with
+			// no metadata, and then fails to delete it again (500); an
+			// upload cut short (a create killed midway) leaves the same.
+			// Such a version blocks nothing: it is as good as gone.
 			if _, merr := pulsar.Packages.GetMetadataWithContext(ctx, url+"@"+v); !pulsarx.IsNotFound(merr) {
 				return 0, fmt.Errorf("deleting stored package %s@%s: %w", url, v, err)
 			}
 		}
 	}
-	return len(versions), nil
+	return deleted, nil
 }
 
 // DeleteTopics deletes topics (forcefully: their functions are gone),

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -38,7 +40,9 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 
 		opts := s.backfillOptions("user_activity", s.opts.Dir)
 		opts.Timeout = 60 * time.Minute
-		opts.ErrOut = os.Stderr // per-stage progress every 5 s: where the time goes
+		// Per-stage progress every 5 s, each line with the time since the
+		// backfill started: where the time goes.
+		opts.ErrOut = &sinceWriter{w: os.Stderr, start: time.Now()}
 		opts.Engine = backfill.EngineDeployed
 		cpuBefore := cpuTimes(services)
 		start := time.Now()
@@ -71,6 +75,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		cpuBefore = cpuTimes(services)
 		selfBefore := proc.CPUTimeWithChildren(os.Getpid())
 		fusedStart := time.Now()
+		opts.ErrOut = &sinceWriter{w: os.Stderr, start: fusedStart}
 		stopProfile := profileTo(b, "FOLDLINE_FUSED_CPUPROFILE")
 		fusedRes, err := backfill.Run(b.Context(), opts, false)
 		stopProfile()
@@ -208,4 +213,29 @@ func printCPU(cpu map[string]time.Duration, wall time.Duration) {
 	}
 	fmt.Fprintf(tw, "all (%.2f cores busy over %s)\t%s\t100%%\t\n", sum.Seconds()/wall.Seconds(), wall.Round(100*time.Millisecond), sum.Round(100*time.Millisecond))
 	tw.Flush()
+}
+
+// sinceWriter prefixes each line written to w with the time since start.
+type sinceWriter struct {
+	w       io.Writer
+	start   time.Time
+	midLine bool
+}
+
+func (s *sinceWriter) Write(p []byte) (int, error) {
+	var b []byte
+	for _, line := range bytes.SplitAfter(p, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		if !s.midLine {
+			b = fmt.Appendf(b, "[%6.2fs] ", time.Since(s.start).Seconds())
+		}
+		b = append(b, line...)
+		s.midLine = line[len(line)-1] != '\n'
+	}
+	if _, err := s.w.Write(b); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
