@@ -303,9 +303,16 @@ func deleteSubscription(ctx context.Context, pulsar *pulsarx.Clients, topic, sub
 			}
 			return true, " by force" + waited(), nil
 		}
-		wait := 200 * time.Millisecond // the worker's cleanup, or an instance exiting, still connected
-		if time.Now().After(leaveUntil) {
+		// The worker's cleanup, or an instance exiting, still connected:
+		// an instance stops and the worker deletes its subscription about
+		// 120 ms after the function's delete returns here, which a backfill's
+		// retire and a destroy wait for, stage after stage.
+		wait := 200 * time.Millisecond
+		switch {
+		case time.Now().After(leaveUntil):
 			wait = time.Second
+		case time.Since(start) < time.Second:
+			wait = 50 * time.Millisecond
 		}
 		select {
 		case <-ctx.Done():
