@@ -46,10 +46,12 @@ func verb(a Action) string {
 func waitRunning(ctx context.Context, pulsar *pulsarx.Clients, plan *Plan, timeout time.Duration, progress io.Writer) error {
 	deadline := time.Now().Add(timeout)
 	lastReport := ""
-	if err := sleep(ctx, firstRunningPoll); err != nil {
-		return fmt.Errorf("waiting for function instances: %w", err)
-	}
-	for {
+	for wait := firstRunningPoll; ; wait = runningPoll {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for function instances: %w", ctx.Err())
+		case <-time.After(wait):
+		}
 		var waiting []string
 		running, total := 0, 0
 		for _, f := range plan.functions {
@@ -81,21 +83,6 @@ func waitRunning(ctx context.Context, pulsar *pulsarx.Clients, plan *Plan, timeo
 		if time.Now().After(deadline) {
 			return fmt.Errorf("waiting %s for function instances: %s: %w", timeout, strings.Join(waiting, "; "), exitcode.ErrNotReady)
 		}
-		if err := sleep(ctx, runningPoll); err != nil {
-			return fmt.Errorf("waiting for function instances: %w", err)
-		}
-	}
-}
-
-// sleep waits d, or until ctx ends (its error).
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 
