@@ -42,11 +42,16 @@ func verb(a Action) string {
 
 // waitRunning polls every function of the plan until each has all its
 // instances running, or the timeout passes (an ErrNotReady error that says
-// which instances are not running and why).
-func waitRunning(ctx context.Context, pulsar *pulsarx.Clients, plan *Plan, timeout time.Duration, progress io.Writer) error {
+// which instances are not running and why). started says whether functions
+// were just created or updated: the first look then waits firstRunningPoll.
+func waitRunning(ctx context.Context, pulsar *pulsarx.Clients, plan *Plan, timeout time.Duration, progress io.Writer, started bool) error {
 	deadline := time.Now().Add(timeout)
 	lastReport := ""
-	for wait := firstRunningPoll; ; wait = runningPoll {
+	first := time.Duration(0)
+	if started {
+		first = firstRunningPoll
+	}
+	for wait := first; ; wait = runningPoll {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for function instances: %w", ctx.Err())
@@ -115,7 +120,8 @@ func runningInstances(status utils.FunctionStatus) (running int, reasons []strin
 // copy waits for it.
 const runningPoll = 250 * time.Millisecond
 
-// firstRunningPoll is how long waitRunning waits before it first asks.
+// firstRunningPoll is how long waitRunning waits before it first asks
+// after functions were created or updated.
 // The worker answers a status call by asking the instance over gRPC, and
 // asked before the instance listens (a few milliseconds after its
 // process starts, which is when the create of the last function

@@ -14,6 +14,7 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -192,7 +193,8 @@ func Deploy(ctx context.Context, opts Options) (*Result, error) {
 		fmt.Fprintf(opts.ErrOut, "tenant %s runs as role %s; its credentials are in %s\n", s.set.Tenant.Name, s.identity.Role, path)
 	}
 	if opts.Wait > 0 {
-		return res, waitRunning(ctx, s.pulsar, plan, opts.Wait, opts.ErrOut)
+		started := slices.ContainsFunc(res.Applied, func(c Change) bool { return c.Kind == "function" })
+		return res, waitRunning(ctx, s.pulsar, plan, opts.Wait, opts.ErrOut, started)
 	}
 	return res, nil
 }

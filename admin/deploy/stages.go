@@ -53,6 +53,7 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 			return err
 		}
 	}
+	created := false
 	// One after the other, upstream first (each sink after its table):
 	// created at once, the functions of a partitioned backfill made the
 	// worker answer 500 (java.util.concurrent.TimeoutException) in CI.
@@ -73,9 +74,10 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 		if err := pulsar.Functions.CreateFuncWithContext(ctx, &conf, f.Binary.Path); err != nil {
 			return fmt.Errorf("creating function %s: %w", st.FullName(), err)
 		}
+		created = true
 	}
 	if opts.Wait > 0 {
-		return waitRunning(ctx, pulsar, &Plan{functions: functions}, opts.Wait, opts.ErrOut)
+		return waitRunning(ctx, pulsar, &Plan{functions: functions}, opts.Wait, opts.ErrOut, created)
 	}
 	return nil
 }
