@@ -121,13 +121,13 @@ func runningInstances(status utils.FunctionStatus) (running int, reasons []strin
 const runningPoll = 250 * time.Millisecond
 
 // firstRunningPoll is how long waitRunning waits before it first asks
-// after functions were created or updated.
-// The worker answers a status call by asking the instance over gRPC, and
-// asked before the instance listens (a few milliseconds after its
-// process starts, which is when the create of the last function
-// returns), its channel fails and waits about a second (gRPC's reconnect
-// backoff) before it tries again: until then the worker reports the
-// instance not running, though it already processes. In its log here an
-// instance started 7 ms before the first status call, processed within
-// 25 ms, and was reported running 1.3 s later.
+// after functions were created or updated. The worker answers a status
+// call by asking the instance over gRPC; asked before the instance listens
+// (a few milliseconds after its process starts, which is when the create
+// of the last function returns), its channel fails and waits about a
+// second (gRPC's reconnect backoff) before it tries again, and until then
+// the worker reports the instance not running, though it already
+// processes. In its log here an instance started 7 ms before the first
+// status call, processed within 25 ms, and was reported running 1.3 s
+// later.
 const firstRunningPoll = 300 * time.Millisecond

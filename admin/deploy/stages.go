@@ -227,8 +227,9 @@ func downstreamFirst(stages []*manifest.Stage) []*manifest.Stage {
 // package management service, every version of function://<full name>, and
 // returns how many versions it deleted. The worker leaves it behind when
 // the function is deleted, and then refuses to create a function of that
-// name again ("Package … metadata already exists"): a backfill into a table version reused after an abort, or a
-// replay after its snapshot was dropped, would fail. A cluster without
+// name again ("Package … metadata already exists"): a backfill into a
+// table version reused after an abort, or a replay after its snapshot was
+// dropped, would fail. A cluster without
 // package management (503) stores nothing.
 func deletePackages(ctx context.Context, pulsar *pulsarx.Clients, st *manifest.Stage) (int, error) {
 	url := "function://" + st.FullName()

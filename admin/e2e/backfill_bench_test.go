@@ -2,14 +2,12 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"maps"
 	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -130,7 +128,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 // the number of events and the ledger topic.
 func deployBenchLedger(b *testing.B, name string) (*shop, int, string) {
 	b.Helper()
-	n := envInt(b, "FOLDLINE_BENCH_EVENTS", 200_000)
+	n := testenv.EnvInt(b, "FOLDLINE_BENCH_EVENTS", 200_000)
 	s := deployShop(b, name)
 	events := generate(b, n, 31)
 	for i := 0; i < n; i += 100_000 {
@@ -144,21 +142,6 @@ func deployBenchLedger(b *testing.B, name string) (*shop, int, string) {
 // the same ledger.
 const backfillAim = "<= 8x"
 
-// envInt reads a count from the environment variable name, or def when it
-// is unset.
-func envInt(b *testing.B, name string, def int) int {
-	b.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		b.Fatalf("reading %s=%q: %v", name, v, err)
-	}
-	return n
-}
-
 // readAll reads topic from its first message until n messages have come,
 // and returns how long it took.
 func readAll(b *testing.B, svc testenv.Services, topic string, n int) time.Duration {
@@ -168,20 +151,7 @@ func readAll(b *testing.B, svc testenv.Services, topic string, n int) time.Durat
 		b.Fatalf("connecting to Pulsar: %v", err)
 	}
 	defer client.Close()
-	start := time.Now()
-	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReceiverQueueSize: 5000})
-	if err != nil {
-		b.Fatalf("reading %s: %v", topic, err)
-	}
-	defer reader.Close()
-	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
-	defer cancel()
-	for range n {
-		if _, err := reader.Next(ctx); err != nil {
-			b.Fatalf("reading %s: %v", topic, err)
-		}
-	}
-	return time.Since(start)
+	return testenv.TimeRead(b, client, topic, n)
 }
 
 // cpuTimes reads the CPU time each process has used so far.

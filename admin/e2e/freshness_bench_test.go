@@ -19,6 +19,7 @@ import (
 	"github.com/foldline/foldline/admin/ingest"
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/internal/benchreport"
+	"github.com/foldline/foldline/internal/testenv"
 )
 
 const (
@@ -67,9 +68,9 @@ const (
 //
 //	go test ./admin/e2e -run '^$' -bench Freshness -benchtime 1x -timeout 30m
 func BenchmarkFreshness(b *testing.B) {
-	burst := envInt(b, "FOLDLINE_FRESHNESS_BURST", 100_000)
-	seconds := envInt(b, "FOLDLINE_FRESHNESS_SECONDS", 60)
-	fixed := envInt(b, "FOLDLINE_FRESHNESS_RATE", 0)
+	burst := testenv.EnvInt(b, "FOLDLINE_FRESHNESS_BURST", 100_000)
+	seconds := testenv.EnvInt(b, "FOLDLINE_FRESHNESS_SECONDS", 60)
+	fixed := testenv.EnvInt(b, "FOLDLINE_FRESHNESS_RATE", 0)
 	s := deployShop(b, "fresh")
 	// Every stage started, subscribed and past its first batch.
 	s.ingest(b, generate(b, 2000, 41))

@@ -5,14 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
-
 	"github.com/foldline/foldline/admin/gen"
 	"github.com/foldline/foldline/admin/ingest"
+	"github.com/foldline/foldline/internal/testenv"
 )
 
 // BenchmarkLedgerCompression ingests the same shop events (foldline gen)
@@ -24,13 +22,7 @@ import (
 //
 //	FOLDLINE_BENCH_EVENTS=1000000 go test -run '^$' -bench LedgerCompression -benchtime 1x ./admin/ingest/
 func BenchmarkLedgerCompression(b *testing.B) {
-	n := 200_000
-	if v := os.Getenv("FOLDLINE_BENCH_EVENTS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil {
-			b.Fatalf("FOLDLINE_BENCH_EVENTS=%q: %v", v, err)
-		}
-	}
+	n := testenv.EnvInt(b, "FOLDLINE_BENCH_EVENTS", 200_000)
 	var buf bytes.Buffer
 	if _, err := gen.Generate(&buf, gen.Options{Events: n, Users: 300, SKUs: 40, Seed: 31, Malformed: 0.01}); err != nil {
 		b.Fatal(err)
@@ -50,7 +42,7 @@ func BenchmarkLedgerCompression(b *testing.B) {
 			stored := l.storageSize(b)
 			var reads []time.Duration
 			for range 3 {
-				reads = append(reads, readN(b, l, n))
+				reads = append(reads, testenv.TimeRead(b, l.client, l.topic, n))
 			}
 			best := slices.Min(reads)
 			b.Logf("%-4s: %d events (%d bytes of lines) stored in %d bytes; ingest %v (%.0f events/s); plain read %v %v %v, best %.0f events/s",
@@ -60,22 +52,4 @@ func BenchmarkLedgerCompression(b *testing.B) {
 			b.ReportMetric(float64(stored)/float64(n), compression+"-stored-B/event")
 		}
 	}
-}
-
-// readN reads the ledger's first n events with a plain reader (receiver
-// queue 5000, as the tuned loop's) and returns how long that took.
-func readN(b *testing.B, l *ledger, n int) time.Duration {
-	b.Helper()
-	start := time.Now()
-	reader, err := l.client.CreateReader(pulsar.ReaderOptions{Topic: l.topic, StartMessageID: pulsar.EarliestMessageID(), ReceiverQueueSize: 5000})
-	if err != nil {
-		b.Fatalf("creating reader: %v", err)
-	}
-	defer reader.Close()
-	for i := range n {
-		if _, err := reader.Next(b.Context()); err != nil {
-			b.Fatalf("reading event %d: %v", i, err)
-		}
-	}
-	return time.Since(start)
 }

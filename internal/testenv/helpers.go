@@ -1,9 +1,13 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 )
@@ -37,4 +41,40 @@ func Publish(t testing.TB, svc Services, topic string, n int) {
 			t.Fatalf("sending to %s: %v", topic, err)
 		}
 	}
+}
+
+// EnvInt reads a count from the environment variable name (a benchmark's
+// size), or def when it is unset.
+func EnvInt(t testing.TB, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("reading %s=%q: %v", name, v, err)
+	}
+	return n
+}
+
+// TimeRead reads topic with a plain reader from its first message until n
+// messages have come (receiver queue 5000, as the runtime's), and returns
+// how long it took: the limit the benchmarks measure a backfill against.
+func TimeRead(t testing.TB, client pulsar.Client, topic string, n int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReceiverQueueSize: 5000})
+	if err != nil {
+		t.Fatalf("reading %s: %v", topic, err)
+	}
+	defer reader.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
+	defer cancel()
+	for i := range n {
+		if _, err := reader.Next(ctx); err != nil {
+			t.Fatalf("reading event %d of %s: %v", i, topic, err)
+		}
+	}
+	return time.Since(start)
 }
