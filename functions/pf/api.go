@@ -223,7 +223,9 @@ func (c *FunctionContext) GetSecret(key string) (value string, ok bool) {
 }
 
 // GetCurrentRecord returns the input message being processed. Its
-// properties must not be modified: outputs may share them.
+// properties must not be modified, and must not be read once the handler
+// has returned (or, if it deferred, reported its outcome): the runtime
+// then turns them into its output's.
 func (c *FunctionContext) GetCurrentRecord() pulsar.Message { return c.msg }
 
 // Origin returns the origin position of the input message: the one its

@@ -335,7 +335,9 @@ func (inst *instance) outputs(in *input, records []Record) []outbound {
 		}
 		// Each of several outputs gets its own position under the input's
 		// origin, so that a sink tells them apart from redeliveries.
-		inst.conf.OriginForm.setOutput(pm, in.fc.msg, in.fc.origin.Child(i, len(records)), rec)
+		// The one output may take the input's properties over: the
+		// handler has returned.
+		inst.conf.OriginForm.setOutput(pm, in.fc.msg, in.fc.origin.Child(i, len(records)), rec, len(records) == 1)
 		out = append(out, outbound{topic: topic, msg: pm})
 	}
 	return out

@@ -256,7 +256,7 @@ func TestProcessFailures(t *testing.T) {
 			}
 			if tt.wantReason == "" {
 				want := &pulsar.ProducerMessage{}
-				originPair.setOutput(want, ledgerEvent("x", 3), envelope.Origin{Topic: inTopic, Position: envelope.Position{Ledger: 7, Entry: 3, Batch: 1}}, &Record{Payload: []byte("x")})
+				originPair.setOutput(want, ledgerEvent("x", 3), envelope.Origin{Topic: inTopic, Position: envelope.Position{Ledger: 7, Entry: 3, Batch: 1}}, &Record{Payload: []byte("x")}, false)
 				assertSent(t, out.sent, []sent{{outTopic, want}})
 				return
 			}

@@ -120,11 +120,13 @@ func (f originForm) carries(props map[string]string, origin envelope.Origin) boo
 
 // setOutput fills pm, the message for rec, taking what rec leaves unset from
 // the input: key, properties (rec's are laid over the input's), origin and
-// event time.
-func (f originForm) setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, rec *Record) {
+// event time. With rewrite, the input's properties may become the output's
+// (see outputProperties): only for the one output of an input whose
+// handler has returned.
+func (f originForm) setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, rec *Record, rewrite bool) {
 	pm.Payload = rec.Payload
 	pm.Key = rec.Key
-	pm.Properties = f.outputProperties(in.Properties(), origin, rec.Properties)
+	pm.Properties = f.outputProperties(in.Properties(), origin, rec.Properties, rewrite)
 	pm.EventTime = rec.EventTime
 	if pm.Key == "" {
 		pm.Key = in.Key()
@@ -144,14 +146,24 @@ func (f originForm) setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, ori
 // costs each stage downstream its encoding and decoding, per message. When
 // the copy would equal the input's (an input that already carries the
 // origin, a record that sets no properties) it returns the input's map
-// itself: neither the runtime nor the producer modifies a message's
-// properties.
-func (f originForm) outputProperties(inProps map[string]string, origin envelope.Origin, recProps map[string]string) map[string]string {
+// itself: the producer does not modify a message's properties.
+//
+// With rewrite and a record that sets no properties, it rewrites the
+// input's map in place and returns it instead of a copy: the input's one
+// output of a ledger event, the common case, then costs no map and no copy
+// (a map, its copy and collecting them were about 0.4 µs of the identity
+// function's 6 µs of CPU per message). The caller must own the map: the
+// input's, with nothing reading it afterwards but a dead letter, which
+// lays the same origin over it again (see FunctionContext.GetCurrentRecord).
+func (f originForm) outputProperties(inProps map[string]string, origin envelope.Origin, recProps map[string]string, rewrite bool) map[string]string {
 	if len(recProps) == 0 && f.carries(inProps, origin) {
 		return inProps
 	}
-	props := make(map[string]string, len(inProps)+len(recProps)+2)
-	maps.Copy(props, inProps)
+	props := inProps
+	if !rewrite || inProps == nil || len(recProps) > 0 {
+		props = make(map[string]string, len(inProps)+len(recProps)+2)
+		maps.Copy(props, inProps)
+	}
 	err := envelope.ErrNoOrigin
 	if len(recProps) > 0 {
 		var own envelope.Origin
@@ -213,7 +225,7 @@ func (f originForm) setDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message,
 	f.setOutput(pm, in, origin, &Record{
 		Payload:    in.Payload(),
 		Properties: deadLetterProperties(in, fqfn, attempts, reason),
-	})
+	}, false)
 }
 
 // setBareDeadLetter fills pm with the dead-letter message for an input
@@ -223,7 +235,7 @@ func (f originForm) setDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message,
 func (f originForm) setBareDeadLetter(pm *pulsar.ProducerMessage, in pulsar.Message, origin envelope.Origin, fqfn string, attempts int, reason error) {
 	props := deadLetterProperties(in, fqfn, attempts, reason)
 	props[PropDeadLetterPayloadBytes] = strconv.Itoa(len(in.Payload()))
-	pm.Properties = f.outputProperties(nil, origin, props)
+	pm.Properties = f.outputProperties(nil, origin, props, false)
 	pm.Key = textcap.Truncate(in.Key(), maxKeyBytes)
 	pm.EventTime = in.EventTime()
 }

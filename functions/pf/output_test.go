@@ -158,22 +158,31 @@ func TestOutputProperties(t *testing.T) {
 			{name: "no origin: the epoch property is kept", in: x{envelope.PropLedgerEpoch: "ep-1"}, want: x{envelope.PropLedgerEpoch: "ep-1"}},
 		}
 		for _, tt := range tests {
-			t.Run(fmt.Sprintf("%d/%s", f, tt.name), func(t *testing.T) {
-				before := fmt.Sprint(tt.in)
-				got := f.outputProperties(tt.in, tt.origin, tt.rec)
-				if !reflect.DeepEqual(got, tt.want) {
-					t.Errorf("properties %v, want %v", got, tt.want)
-				}
-				if shared := reflect.ValueOf(got).UnsafePointer() == reflect.ValueOf(tt.in).UnsafePointer(); shared != tt.wantShare {
-					t.Errorf("shares the input's map: %v, want %v", shared, tt.wantShare)
-				}
-				if fmt.Sprint(tt.in) != before {
-					t.Errorf("input properties changed to %v", tt.in)
-				}
-				if o, err := envelope.OriginFromProperties(got); tt.origin != (envelope.Origin{}) && tt.rec[envelope.PropOriginPosition] != "0:0" && err != nil {
-					t.Errorf("the output's origin does not read: %+v, %v", o, err)
-				}
-			})
+			// Rewritten in place, the input's map is the output's unless
+			// the record sets properties (or there is no map).
+			for _, rewrite := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%d/rewrite=%v/%s", f, rewrite, tt.name), func(t *testing.T) {
+					in, wantShare := tt.in, tt.wantShare
+					if rewrite {
+						in = maps.Clone(tt.in)
+						wantShare = wantShare || len(tt.rec) == 0 && in != nil
+					}
+					before := fmt.Sprint(in)
+					got := f.outputProperties(in, tt.origin, tt.rec, rewrite)
+					if !reflect.DeepEqual(got, tt.want) {
+						t.Errorf("properties %v, want %v", got, tt.want)
+					}
+					if shared := reflect.ValueOf(got).UnsafePointer() == reflect.ValueOf(in).UnsafePointer(); shared != wantShare {
+						t.Errorf("shares the input's map: %v, want %v", shared, wantShare)
+					}
+					if fmt.Sprint(in) != before && !wantShare {
+						t.Errorf("input properties changed to %v", in)
+					}
+					if o, err := envelope.OriginFromProperties(got); tt.origin != (envelope.Origin{}) && tt.rec[envelope.PropOriginPosition] != "0:0" && err != nil {
+						t.Errorf("the output's origin does not read: %+v, %v", o, err)
+					}
+				})
+			}
 		}
 	}
 }
