@@ -290,6 +290,16 @@ func TestTooLargeIsDeadLettered(t *testing.T) {
 			if messageSize(dl) > conf.MaxMessageBytes || len(acks.acked) != 1 || inst.sess.isEnded() {
 				t.Errorf("dead letter of %d bytes, acked %d, session ended %v", messageSize(dl), len(acks.acked), inst.sess.isEnded())
 			}
+			// The output was built from the input's properties in place
+			// before it proved too large: the dead letter still names the
+			// input, with its own properties when it carries them.
+			wantOrigin := envelope.Origin{Topic: inTopic, Position: envelope.Position{Ledger: 7, Entry: 1, Batch: 1}}
+			if o, err := envelope.OriginFromProperties(dl.Properties); err != nil || o != wantOrigin {
+				t.Errorf("dead letter's origin %+v, %v; want %+v", o, err, wantOrigin)
+			}
+			if got := dl.Properties["type"] == "shop.order"; got != tt.wantPayload {
+				t.Errorf("dead letter carries the input's properties: %v, want %v", got, tt.wantPayload)
+			}
 		})
 	}
 }
