@@ -91,35 +91,39 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 // returns the error creating it; stop ends the creation and waits for it.
 func createTables(ctx context.Context, cql *gocql.Session, set *manifest.Set, stages []*manifest.Stage) (tableOf func(*manifest.Stage) error, stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	created := map[string]chan error{}
-	var sinks []*manifest.Stage
+	type table struct {
+		st   *manifest.Stage
+		done chan struct{} // closed once err is set
+		err  error
+	}
+	var tables []*table
+	byStage := map[string]*table{}
 	for _, st := range stages {
 		if st.View != nil {
-			created[st.FullName()] = make(chan error, 1)
-			sinks = append(sinks, st)
+			t := &table{st: st, done: make(chan struct{})}
+			tables = append(tables, t)
+			byStage[st.FullName()] = t
 		}
 	}
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		for _, st := range sinks {
-			schema := st.View.Schema()
-			err := cassandra.EnsureSchema(ctx, cql, schema, cassandra.Replication(set.Tenant.Replication))
-			if err != nil {
-				err = fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, st.View.Name, err)
+		for _, t := range tables {
+			schema := t.st.View.Schema()
+			if err := cassandra.EnsureSchema(ctx, cql, schema, cassandra.Replication(set.Tenant.Replication)); err != nil {
+				t.err = fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, t.st.View.Name, err)
 			}
-			created[st.FullName()] <- err
+			close(t.done)
 		}
 	}()
 	tableOf = func(st *manifest.Stage) error {
-		done, ok := created[st.FullName()]
+		t, ok := byStage[st.FullName()]
 		if !ok {
 			return nil
 		}
 		select {
-		case err := <-done:
-			done <- err // for a second look
-			return err
+		case <-t.done:
+			return t.err
 		case <-ctx.Done():
 			return fmt.Errorf("creating table of view %s: %w", st.View.Name, ctx.Err())
 		}
