@@ -15,6 +15,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/foldline/foldline/admin/backfill"
+	"github.com/foldline/foldline/admin/internal/localrun"
 	"github.com/foldline/foldline/internal/benchreport"
 	"github.com/foldline/foldline/internal/proc"
 	"github.com/foldline/foldline/internal/testenv"
@@ -24,7 +25,10 @@ import (
 // user_activity view (three topics crossed per event: ledger → validate →
 // user-activity → sink → Cassandra) over a ledger of N events against the
 // time a plain pulsar-client-go reader needs just to read the same ledger,
-// and prints both as a table. N is FOLDLINE_BENCH_EVENTS (default 200000;
+// and prints both as a table, with the same backfill run by the fused
+// engine twice more: the path's transformations chained in one process,
+// and every function in a process of its own (localrun.ChainEnv=off). N
+// is FOLDLINE_BENCH_EVENTS (default 200000;
 // the figure is 1000000); with FOLDLINE_BENCH_JSON set, the
 // backfill's times against the reader's go there too (internal/benchreport).
 // The live pipeline has caught up before either is timed, so neither
@@ -72,26 +76,34 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 			b.Fatalf("the replay differs: %v", res.Diff)
 		}
 		// The same backfill again (into the next version), fused: the
-		// path on this machine over the ledger, then deployed from there.
+		// path on this machine over the ledger, then deployed from there;
+		// then once more with every function in a process of its own
+		// instead of the path's transformations chained in one.
 		opts.Engine = backfill.EngineFused
-		cpuBefore = cpuTimes(services)
-		machineBefore = machineBusy()
-		selfBefore := proc.CPUTimeWithChildren(os.Getpid())
-		fusedStart := time.Now()
-		opts.ErrOut = &sinceWriter{w: os.Stderr, start: fusedStart}
-		stopProfile := profileTo(b, "FOLDLINE_FUSED_CPUPROFILE")
-		fusedRes, err := backfill.Run(b.Context(), opts, false)
-		stopProfile()
-		if err != nil {
-			b.Fatalf("backfilling with the fused engine: %v", err)
+		fused := func(profileEnv string) (time.Duration, map[string]time.Duration, time.Duration) {
+			cpuBefore := cpuTimes(services)
+			machineBefore := machineBusy()
+			selfBefore := proc.CPUTimeWithChildren(os.Getpid())
+			start := time.Now()
+			opts.ErrOut = &sinceWriter{w: os.Stderr, start: start}
+			stopProfile := profileTo(b, profileEnv)
+			res, err := backfill.Run(b.Context(), opts, false)
+			stopProfile()
+			if err != nil {
+				b.Fatalf("backfilling with the fused engine: %v", err)
+			}
+			total := time.Since(start)
+			machine := machineBusy() - machineBefore
+			cpu := cpuSince(services, cpuBefore)
+			cpu["this process and its stages (fused)"] = proc.CPUTimeWithChildren(os.Getpid()) - selfBefore
+			if res.Diff == nil || !res.Diff.Identical() {
+				b.Fatalf("the fused replay differs: %v", res.Diff)
+			}
+			return total, cpu, machine
 		}
-		fusedTotal := time.Since(fusedStart)
-		fusedMachine := machineBusy() - machineBefore
-		fusedCPU := cpuSince(services, cpuBefore)
-		fusedCPU["this process and its stages (fused)"] = proc.CPUTimeWithChildren(os.Getpid()) - selfBefore
-		if fusedRes.Diff == nil || !fusedRes.Diff.Identical() {
-			b.Fatalf("the fused replay differs: %v", fusedRes.Diff)
-		}
+		fusedTotal, fusedCPU, fusedMachine := fused("FOLDLINE_FUSED_CPUPROFILE")
+		b.Setenv(localrun.ChainEnv, "off")
+		separateTotal, separateCPU, separateMachine := fused("")
 
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "events\twhat\ttime\tevents/s\tvs reader\t\n")
@@ -102,9 +114,11 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		row("backfill, deploy to switch", total)
 		row("backfill, without deploying", total-deployed.Sub(start))
 		row("fused backfill, start to switch", fusedTotal)
+		row("fused, one process per function", separateTotal)
 		tw.Flush()
 		printCPU(cpu, total, machine)
 		printCPU(fusedCPU, fusedTotal, fusedMachine)
+		printCPU(separateCPU, separateTotal, separateMachine)
 		reader := fmt.Sprintf("plain reader of %d events", n)
 		seconds := func(figure string, d time.Duration) benchreport.Figure {
 			return benchreport.Figure{Bench: "backfill", Figure: figure, Value: d.Seconds(), Unit: "s"}.Against(reader, readTime.Seconds())
@@ -113,6 +127,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 			seconds("backfill, deploy to switch", total).Aiming(backfillAim),
 			seconds("backfill, without deploying", total-deployed.Sub(start)),
 			seconds("fused backfill, start to switch", fusedTotal).Aiming(backfillAim),
+			seconds("fused, one process per function", separateTotal),
 		); err != nil {
 			b.Fatal(err)
 		}

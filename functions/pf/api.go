@@ -83,7 +83,7 @@ func (c *handlerContext) Value(key any) any {
 // unsupported handler shape, no broker) it prints the error to stderr and
 // exits the process with status 1; after a clean shutdown it returns.
 func Start(handler any) {
-	if err := startMain(handler); err != nil {
+	if err := startMain(func(ctx context.Context, args []string) error { return run(ctx, handler, args) }); err != nil {
 		fmt.Fprintln(os.Stderr, "pf:", err)
 		os.Exit(1)
 	}

@@ -24,6 +24,11 @@
 //     event time per record; FunctionContext.Publish adds records too. A
 //     record without topic goes to the output topic; when the function has
 //     none it is dropped, as upstream drops output then.
+//   - With LocalFlag before -instance-conf the binary runs without a broker
+//     on localwire frames (standard input and output): Foldline's verify,
+//     training sets and fused backfills drive a view's path this way.
+//     StartChain runs several handlers as one local chain in one process,
+//     each handing what it sends to its output topic to the next in memory.
 //   - A handler error (or panic) never stops the instance. The runtime calls
 //     the handler again for the same message, in place, after a backoff, up
 //     to maxRetries times; then it publishes the message to the dead-letter

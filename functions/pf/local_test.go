@@ -52,32 +52,18 @@ func TestRunLocal(t *testing.T) {
 	if err := inst.runLocal(t.Context(), &input, &output); err != nil {
 		t.Fatal(err)
 	}
-	r := localwire.NewReader(&output)
+	outputs, done := readFrames(t, output.Bytes())
 	var got []string
-	for {
-		kind, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch kind {
-		case localwire.KindOutput:
-			o, err := r.Output()
-			if err != nil {
-				t.Fatal(err)
-			}
+	for _, seq := range done {
+		for _, o := range outputs[seq] {
 			pos := o.Properties[envelope.PropOriginPosition]
 			if o.Topic == "persistent://t/n/dlq" {
 				got = append(got, "dlq "+string(o.Payload)+" "+pos+" "+o.Properties[envelope.PropDeadLetterReason])
 				continue
 			}
 			got = append(got, o.Topic+" "+o.Key+" "+string(o.Payload)+" "+pos)
-		case localwire.KindDone:
-			seq, _ := r.Done()
-			got = append(got, "done "+string(rune('0'+seq)))
 		}
+		got = append(got, "done "+string(rune('0'+seq)))
 	}
 	want := []string{
 		"persistent://t/n/out k ONE 7:0:-1", "done 1",

@@ -268,25 +268,41 @@ func (b *Builder) build(ctx context.Context, pkg string) (Binary, error) {
 	if err := checkInModule(cmp.Or(b.Dir, "."), pkg); err != nil {
 		return Binary{}, err
 	}
+	dir, err := b.cacheDir()
+	if err != nil {
+		return Binary{}, err
+	}
+	if b.Progress != nil {
+		fmt.Fprintf(b.Progress, "building %s for %s\n", pkg, platform)
+	}
+	return b.goBuild(ctx, b.Dir, pkg, filepath.Join(dir, FileName(pkg, platform)), platform)
+}
+
+// cacheDir returns the directory the binaries go to, created.
+func (b *Builder) cacheDir() (string, error) {
 	dir := b.CacheDir
 	if dir == "" {
 		dir = DefaultCacheDir()
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Binary{}, fmt.Errorf("creating binary cache %s: %w", dir, err)
+		return "", fmt.Errorf("creating binary cache %s: %w", dir, err)
 	}
-	out := filepath.Join(dir, FileName(pkg, platform))
-	if b.Progress != nil {
-		fmt.Fprintf(b.Progress, "building %s for %s\n", pkg, platform)
-	}
+	return dir, nil
+}
+
+// goBuild runs go build in dir for pkg (a package argument CheckPackage
+// accepts) into out, and fingerprints the binary; flags go before the
+// package.
+func (b *Builder) goBuild(ctx context.Context, dir, pkg, out string, platform Platform, flags ...string) (Binary, error) {
 	// -trimpath: the same source builds the same bytes in any checkout, so
 	// deploy's fingerprint (which hashes the binary) does not see a change
 	// when CI builds from a fresh clone. -w drops the DWARF tables (a
 	// quarter of the size, uploaded to the worker on every create) and
 	// keeps the symbols that panics, pprof and perf need.
 	// "--" ends the flags: whatever pkg is, go build takes it as a package.
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-w", "-o", out, "--", pkg)
-	cmd.Dir = b.Dir
+	args := append([]string{"build", "-trimpath", "-ldflags=-w", "-o", out}, flags...)
+	cmd := exec.CommandContext(ctx, "go", append(args, "--", pkg)...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOOS="+platform.GOOS, "GOARCH="+platform.GOARCH, "CGO_ENABLED=0")
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output

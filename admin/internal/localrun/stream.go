@@ -19,18 +19,20 @@ func (p *Pipeline) chain() bool {
 		return false
 	}
 	for i, s := range p.stages[1:] {
-		if len(s.st.Inputs) != 1 || s.st.Inputs[0] != p.stages[i].st.Output {
+		if len(s.inputs) != 1 || s.inputs[0] != p.stages[i].output {
 			return false
 		}
 	}
-	return p.stages[len(p.stages)-1].st.Output == p.sinkInput
+	return p.stages[len(p.stages)-1].output == p.sinkInput
 }
 
 // flowing is one batch on its way down a chain: the ledger events it
-// started as, and what the last stage made of them so far.
+// started as, and what the last stage made of them so far (numbered from
+// first on, once sent to the next).
 type flowing struct {
 	events []Message
 	msgs   []Message
+	first  uint64
 	err    error
 }
 
@@ -79,18 +81,39 @@ func (p *Pipeline) Stream(ctx context.Context, batches iter.Seq2[[]Message, erro
 	}()
 	in := head
 	for _, s := range p.stages {
-		out := make(chan flowing, 1)
-		go func(s *stage, in <-chan flowing, out chan<- flowing) {
-			defer close(out)
+		// One goroutine sends each batch to the stage, another receives
+		// its outputs: the stage has the next batch while it finishes one.
+		sent, out := make(chan flowing, 1), make(chan flowing, 1)
+		go func(s *stage, in <-chan flowing, sent chan<- flowing) {
+			defer close(sent)
 			for f := range in {
-				if f.err == nil {
-					f.msgs, f.err = p.step(s, f.msgs)
+				if f.err == nil && len(f.msgs) > 0 {
+					f.first = s.seq + 1
+					if _, err := s.send(f.msgs); err != nil {
+						f.err = s.failed(err)
+					}
+				}
+				if !send(sent, f) || f.err != nil {
+					return
+				}
+			}
+		}(s, in, sent)
+		go func(s *stage, sent <-chan flowing, out chan<- flowing) {
+			defer close(out)
+			for f := range sent {
+				if f.err == nil && len(f.msgs) > 0 {
+					var outs []Message
+					if outs, f.err = s.receive(f.first, len(f.msgs)); f.err != nil {
+						f.err = s.failed(f.err)
+					} else {
+						f.msgs, f.err = p.route(s, f.msgs, outs, f.first)
+					}
 				}
 				if !send(out, f) || f.err != nil {
 					return
 				}
 			}
-		}(s, in, out)
+		}(s, sent, out)
 		in = out
 	}
 	for f := range in {
@@ -113,11 +136,16 @@ func (p *Pipeline) step(s *stage, in []Message) ([]Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	return p.route(s, in, outs, first)
+}
+
+// route takes the dead letters out of outs, the outputs of inputs in
+// (numbered from first on), and returns the rest.
+func (p *Pipeline) route(s *stage, in, outs []Message, first uint64) ([]Message, error) {
 	next := outs[:0] // the dead letters taken out in place
-	dlt := s.st.DeadLetterTopic()
 	for _, o := range outs {
-		if o.Topic == dlt {
-			if err := p.deadLetter(s, o, in[o.Seq-first]); err != nil {
+		if function, ok := s.deadLetters[o.Topic]; ok {
+			if err := p.deadLetter(function, s, o, in[o.Seq-first]); err != nil {
 				return nil, err
 			}
 			continue
@@ -127,11 +155,13 @@ func (p *Pipeline) step(s *stage, in []Message) ([]Message, error) {
 	return next, nil
 }
 
-// deadLetter counts a stage's dead letter letter of input in and hands it
-// to OnDeadLetter with in's ledger origin.
-func (p *Pipeline) deadLetter(s *stage, letter, in Message) error {
+// deadLetter counts a dead letter of function (of stage s) for input in
+// and hands it to OnDeadLetter with in's ledger origin. The input of a
+// chain is a ledger event even when a later function of it dead-lettered
+// what an earlier one made of it: the origin is that event's.
+func (p *Pipeline) deadLetter(function string, s *stage, letter, in Message) error {
 	p.mu.Lock()
-	p.DeadLetters[s.st.Name]++
+	p.DeadLetters[function]++
 	p.mu.Unlock()
 	if p.OnDeadLetter == nil {
 		return nil
@@ -145,7 +175,7 @@ func (p *Pipeline) deadLetter(s *stage, letter, in Message) error {
 		origin, _ = originOf(in) // none: the zero origin
 	}
 	if err := p.OnDeadLetter(o, origin); err != nil {
-		return fmt.Errorf("sending a dead letter of %s to %s: %w", s.st.Name, o.Topic, err)
+		return fmt.Errorf("sending a dead letter of %s to %s: %w", function, o.Topic, err)
 	}
 	return nil
 }

@@ -28,6 +28,18 @@ func Main(p transform.Processor) {
 	pf.Start(Handler(p))
 }
 
+// MainChain runs ps as one local chain (pf.StartChain): what ps[i] sends
+// to its output topic is ps[i+1]'s input. Foldline's fused backfill
+// builds a binary of one line, func main() { run.MainChain(a.T, b.T) },
+// for a path whose functions are each func main() { run.Main(x.T) }.
+func MainChain(ps ...transform.Processor) {
+	handlers := make([]any, len(ps))
+	for i, p := range ps {
+		handlers[i] = Handler(p)
+	}
+	pf.StartChain(handlers...)
+}
+
 // Handler adapts p to the runtime's handler shape.
 func Handler(p transform.Processor) func(context.Context, []byte) ([]pf.Record, error) {
 	return func(ctx context.Context, payload []byte) ([]pf.Record, error) {
