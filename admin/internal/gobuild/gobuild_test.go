@@ -68,3 +68,41 @@ func TestPlatformsAndPrebuiltBinaries(t *testing.T) {
 		t.Errorf("a hostile GOOS: %v, want ErrBadPlatform", err)
 	}
 }
+
+// PackageDir finds a package of the module by import path or relative
+// path and refuses one outside it; a builder of prebuilt binaries builds
+// no generated source.
+func TestPackageDirAndGenerated(t *testing.T) {
+	root, _, err := module(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Builder{Dir: root}
+	want := filepath.Join(root, "admin", "internal", "gobuild", "testdata", "hello")
+	for _, pkg := range []string{hello, "./admin/internal/gobuild/testdata/hello"} {
+		if got, err := b.PackageDir(pkg); err != nil || got != want {
+			t.Errorf("PackageDir(%s) = %s, %v; want %s", pkg, got, err, want)
+		}
+	}
+	for _, pkg := range []string{"example.com/other/pkg", "../outside", "-toolexec=x"} {
+		if _, err := b.PackageDir(pkg); !errors.Is(err, ErrNotAPackage) {
+			t.Errorf("PackageDir(%s): %v, want ErrNotAPackage", pkg, err)
+		}
+	}
+	if _, err := (&Builder{Prebuilt: t.TempDir()}).BuildGenerated(t.Context(), []byte("package main\nfunc main() {}\n")); !errors.Is(err, ErrNoToolchain) {
+		t.Errorf("BuildGenerated with prebuilt binaries: %v, want ErrNoToolchain", err)
+	}
+	if testing.Short() {
+		return
+	}
+	bin, err := (&Builder{Dir: root, CacheDir: t.TempDir()}).BuildGenerated(t.Context(), []byte("package main\n\nimport _ \"github.com/foldline/foldline/functions/envelope\"\n\nfunc main() {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin.Path); err != nil || bin.SHA256 == "" {
+		t.Errorf("generated binary %+v: %v", bin, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, filepath.Base(bin.Package))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the generated package's directory exists in the module: %v", err)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/foldline/foldline/admin/internal/chainmain"
 	"github.com/foldline/foldline/admin/internal/gobuild"
@@ -72,7 +73,10 @@ type stage struct {
 	w           *localwire.Writer
 	r           *localwire.Reader
 	stderr      *tailBuffer
-	seq         uint64
+	// seq is the number of the last input numbered (number).
+	seq uint64
+	// sendErr is why sending inputs failed.
+	sendErr atomic.Pointer[error]
 }
 
 // Start builds the binaries of view's path and starts its functions (not
@@ -123,8 +127,11 @@ const ChainEnv = "FOLDLINE_LOCAL_CHAIN"
 // binary built for them (package chainmain), when each is a
 // transformation's one-line main; nil, after saying why on the builder's
 // progress, when they are not. In one process each transformation hands
-// its outputs to the next in memory, not through this process: a path of
-// two took 1.6 s of CPU less per million ledger events here (README,
+// its outputs to the next in memory, not through this process: over a
+// million ledger events of the shop's user_activity path (5 December,
+// CPU profiles), the chain took 5.9 s of CPU where validate and
+// user-activity took 6.6 s as two processes, and this process 6.1 s
+// instead of 7.0; the backfill took as long either way (README,
 // Benchmarks).
 func startChain(ctx context.Context, functions []*manifest.Stage, sinkInput string, builder *gobuild.Builder, epochs map[string]string) *stage {
 	if len(functions) < 2 || os.Getenv(ChainEnv) == "off" {
@@ -341,46 +348,73 @@ func fieldsOrigin(f localwire.Fields, reuse string) (envelope.Origin, error) {
 // their fields after the topic still encoded (localwire.Input.Encoded);
 // an output's Seq minus first is the index in in of its input.
 func (s *stage) run(in []Message) (outs []Message, first uint64, err error) {
-	first = s.seq + 1
+	first = s.number(len(in))
 	if len(in) == 0 {
 		return nil, first, nil
 	}
-	var writeErr error
-	written := make(chan struct{})
+	sent := make(chan struct{})
 	go func() {
-		defer close(written)
-		_, writeErr = s.send(in)
+		defer close(sent)
+		s.send(in, first)
 	}()
 	outs, err = s.receive(first, len(in))
-	<-written
 	if err != nil {
-		return nil, 0, s.failed(errors.Join(err, writeErr))
+		s.stdin.Close() // a send still blocked ends
 	}
-	if writeErr != nil {
-		return nil, 0, s.failed(writeErr)
+	<-sent // the next run's sends use the same writer
+	if err != nil {
+		return nil, 0, err
 	}
 	return outs, first, nil
 }
 
-// send writes in to the stage, numbered on from the inputs sent before,
-// and returns the number of the first. Only one goroutine sends.
-func (s *stage) send(in []Message) (first uint64, err error) {
-	first = s.seq + 1
+// number numbers n inputs on from those numbered before and returns the
+// number of the first.
+func (s *stage) number(n int) uint64 {
+	first := s.seq + 1
+	s.seq += uint64(n)
+	return first
+}
+
+// send writes in, numbered from first on, to the stage. Its outputs must
+// be read meanwhile (receive): a function writes as it reads, and a pipe
+// holds 64 KiB. Only one goroutine sends; a failed write closes the
+// stage's input, so that receive ends with the function's exit and says
+// why (sendErr).
+func (s *stage) send(in []Message, first uint64) {
 	for i := range in {
 		m := in[i]
-		s.seq++
-		m.Seq = s.seq
+		m.Seq = first + uint64(i)
 		if err := s.w.Input(&m); err != nil {
-			return first, err
+			s.sendFailed(err)
+			return
 		}
 	}
-	return first, s.w.Flush()
+	if err := s.w.Flush(); err != nil {
+		s.sendFailed(err)
+	}
+}
+
+func (s *stage) sendFailed(err error) {
+	s.sendErr.CompareAndSwap(nil, &err)
+	s.stdin.Close()
 }
 
 // receive reads the outputs of the n inputs sent from number first on,
 // until their Done frames, in input order (see run). Only one goroutine
 // receives; it may receive the outputs of one batch while another is sent.
 func (s *stage) receive(first uint64, n int) ([]Message, error) {
+	outs, err := s.receiveFrames(first, n)
+	if err != nil {
+		if sendErr := s.sendErr.Load(); sendErr != nil {
+			err = errors.Join(err, *sendErr)
+		}
+		return nil, s.failed(err)
+	}
+	return outs, nil
+}
+
+func (s *stage) receiveFrames(first uint64, n int) ([]Message, error) {
 	outs := make([]Message, 0, n)
 	// arena holds the outputs' encoded fields: one allocation for a batch
 	// of them, not a few per output.

@@ -83,18 +83,19 @@ func (p *Pipeline) Stream(ctx context.Context, batches iter.Seq2[[]Message, erro
 	for _, s := range p.stages {
 		// One goroutine sends each batch to the stage, another receives
 		// its outputs: the stage has the next batch while it finishes one.
+		// The receiver learns of a batch before it is sent, and reads its
+		// outputs while it goes.
 		sent, out := make(chan flowing, 1), make(chan flowing, 1)
 		go func(s *stage, in <-chan flowing, sent chan<- flowing) {
 			defer close(sent)
 			for f := range in {
-				if f.err == nil && len(f.msgs) > 0 {
-					f.first = s.seq + 1
-					if _, err := s.send(f.msgs); err != nil {
-						f.err = s.failed(err)
-					}
-				}
+				f.first = s.number(len(f.msgs))
 				if !send(sent, f) || f.err != nil {
 					return
+				}
+				s.send(f.msgs, f.first)
+				if s.sendErr.Load() != nil {
+					return // the receiver reports it
 				}
 			}
 		}(s, in, sent)
@@ -103,9 +104,7 @@ func (p *Pipeline) Stream(ctx context.Context, batches iter.Seq2[[]Message, erro
 			for f := range sent {
 				if f.err == nil && len(f.msgs) > 0 {
 					var outs []Message
-					if outs, f.err = s.receive(f.first, len(f.msgs)); f.err != nil {
-						f.err = s.failed(f.err)
-					} else {
+					if outs, f.err = s.receive(f.first, len(f.msgs)); f.err == nil {
 						f.msgs, f.err = p.route(s, f.msgs, outs, f.first)
 					}
 				}

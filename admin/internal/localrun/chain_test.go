@@ -1,0 +1,120 @@
+package localrun
+
+import (
+	"bytes"
+	"fmt"
+	"iter"
+	"maps"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/foldline/foldline/admin/gen"
+	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/pf/localwire"
+	"github.com/foldline/foldline/sinks/cassandra"
+)
+
+// pathRun is what a local run of a path gave: the view operations in the
+// order they came, the dead letters handed over, and the count per stage.
+type pathRun struct {
+	ops         []cassandra.Op
+	letters     []string
+	deadLetters map[string]int64
+	processes   int
+}
+
+// runShopPath runs the shop's user_activity path over events in batches
+// of batch, streamed.
+func runShopPath(t *testing.T, events []Message, batch int) pathRun {
+	t.Helper()
+	set, err := manifest.Load("../../../manifests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph, problems := set.Graph()
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(".")}
+	p, err := Start(t.Context(), graph, "user_activity", builder, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	var run pathRun
+	run.processes = len(p.stages)
+	p.OnDeadLetter = func(o *localwire.Output, origin envelope.Origin) error {
+		run.letters = append(run.letters, fmt.Sprintf("%s %s %q %v", o.Topic, origin, o.Payload, o.Properties))
+		return nil
+	}
+	batches := func(yield func([]Message, error) bool) {
+		for i := 0; i < len(events); i += batch {
+			if !yield(events[i:min(i+batch, len(events))], nil) {
+				return
+			}
+		}
+	}
+	err = p.Stream(t.Context(), iter.Seq2[[]Message, error](batches), func([]Message) {}, func(op cassandra.Op, _ Message) error {
+		run.ops = append(run.ops, op)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.deadLetters = maps.Clone(p.DeadLetters)
+	return run
+}
+
+// The shop's validate and user-activity run as one chain process, and
+// give the view operations and dead letters, in the same order, that they
+// give as a process each — over batches far larger than a pipe holds,
+// which a driver must read the outputs of while it writes them.
+func TestChainGivesWhatProcessesGive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the shop's functions")
+	}
+	var lines bytes.Buffer
+	if _, err := gen.Generate(&lines, gen.Options{Events: 9000, Users: 50, Malformed: 0.02, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	const ledger = "persistent://shop/ledger/events"
+	at := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	var events []Message
+	for i, line := range bytes.Split(bytes.TrimSpace(lines.Bytes()), []byte("\n")) {
+		events = append(events, Message{Topic: ledger, Ledger: 3, Entry: int64(i / 100), Batch: int64(i % 100),
+			Key: fmt.Sprint("k", i%7), Payload: line, Properties: map[string]string{"app": "x"},
+			EventTime: at.Add(time.Duration(i) * time.Millisecond), PublishTime: at.Add(time.Duration(i) * time.Millisecond)})
+	}
+	chained := runShopPath(t, events, 3000)
+	t.Setenv(ChainEnv, "off")
+	separate := runShopPath(t, events, 3000)
+
+	if chained.processes != 1 || separate.processes != 2 {
+		t.Fatalf("processes: chained %d, separate %d; want 1 and 2", chained.processes, separate.processes)
+	}
+	if len(chained.ops) < 8000 || len(chained.letters) < 100 {
+		t.Fatalf("the run covers too little: %d operations, %d dead letters", len(chained.ops), len(chained.letters))
+	}
+	if !reflect.DeepEqual(chained.deadLetters, separate.deadLetters) {
+		t.Errorf("dead letters per function: chained %v, separate %v", chained.deadLetters, separate.deadLetters)
+	}
+	if !slices.Equal(chained.letters, separate.letters) {
+		t.Errorf("dead letters differ: chained %d, separate %d", len(chained.letters), len(separate.letters))
+	}
+	if len(chained.ops) != len(separate.ops) {
+		t.Fatalf("operations: chained %d, separate %d", len(chained.ops), len(separate.ops))
+	}
+	for i := range chained.ops {
+		if !reflect.DeepEqual(chained.ops[i], separate.ops[i]) {
+			t.Fatalf("operation %d: chained %+v, separate %+v", i, chained.ops[i], separate.ops[i])
+		}
+	}
+}
