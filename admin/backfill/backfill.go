@@ -35,6 +35,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/admin/internal/localrun"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
@@ -279,6 +280,16 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 		defer close(prebuilt)
 		_ = opts.Builder.BuildAll(ctx, binariesOf(forked)) // an error comes again from the Build that needs it
 	}()
+	if engine == EngineFused {
+		// The fused run's binary of the path's chain too, while the table
+		// is made (the run says why when there is none).
+		chained := make(chan struct{})
+		go func() {
+			defer close(chained)
+			localrun.PrepareChain(ctx, forked, localBuilder(opts))
+		}()
+		defer func() { <-chained }()
+	}
 	defer func() { <-prebuilt }()
 	if engine == EngineFused {
 		// The copy's stages that read no ledger topic only read topics of

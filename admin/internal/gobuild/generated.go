@@ -42,8 +42,15 @@ func (b *Builder) PackageDir(pkg string) (string, error) {
 // the go command alone (go build -overlay), in a directory of its own at
 // the module's root, named after the source's digest: it imports the
 // module's packages as a package of the module does, and the binary is
-// cached under that name.
+// cached under that name. Like Build, it builds a source once per
+// Builder, whoever asks while it runs.
 func (b *Builder) BuildGenerated(ctx context.Context, source []byte) (Binary, error) {
+	digest := sha256.Sum256(source)
+	name := "foldline-generated-" + hex.EncodeToString(digest[:8])
+	return b.once(ctx, &b.generated, name, func() (Binary, error) { return b.buildGenerated(ctx, name, source) })
+}
+
+func (b *Builder) buildGenerated(ctx context.Context, name string, source []byte) (Binary, error) {
 	if b.Prebuilt != "" {
 		return Binary{}, ErrNoToolchain
 	}
@@ -59,8 +66,6 @@ func (b *Builder) BuildGenerated(ctx context.Context, source []byte) (Binary, er
 	if err != nil {
 		return Binary{}, err
 	}
-	digest := sha256.Sum256(source)
-	name := "foldline-generated-" + hex.EncodeToString(digest[:8])
 	tmp, err := os.MkdirTemp("", name)
 	if err != nil {
 		return Binary{}, fmt.Errorf("writing generated source: %w", err)

@@ -180,10 +180,11 @@ type Builder struct {
 	// Progress, when set, receives one line per build.
 	Progress io.Writer
 
-	mu      sync.Mutex
-	jobs    map[string]*buildJob // by package: built, or being built
-	indexMu sync.Mutex
-	index   *Index
+	mu        sync.Mutex
+	jobs      map[string]*buildJob // by package: built, or being built
+	generated map[string]*buildJob // BuildGenerated's, by the source's digest
+	indexMu   sync.Mutex
+	index     *Index
 }
 
 // buildJob is one package's build, which every caller asking for the
@@ -209,21 +210,28 @@ func DefaultCacheDir() string {
 // package asked for while its build runs is built once, and its callers
 // all get that build; a failed build is tried again by the next call.
 func (b *Builder) Build(ctx context.Context, pkg string) (Binary, error) {
+	return b.once(ctx, &b.jobs, pkg, func() (Binary, error) { return b.build(ctx, pkg) })
+}
+
+// once runs build for key once among the jobs of *jobs: a caller asking
+// while it runs waits for it and gets its outcome; a failed build is run
+// again by the next caller.
+func (b *Builder) once(ctx context.Context, jobs *map[string]*buildJob, key string, build func() (Binary, error)) (Binary, error) {
 	b.mu.Lock()
-	if b.jobs == nil {
-		b.jobs = map[string]*buildJob{}
+	if *jobs == nil {
+		*jobs = map[string]*buildJob{}
 	}
-	j, running := b.jobs[pkg]
+	j, running := (*jobs)[key]
 	if !running {
 		j = &buildJob{done: make(chan struct{})}
-		b.jobs[pkg] = j
+		(*jobs)[key] = j
 	}
 	b.mu.Unlock()
 	if !running {
-		j.bin, j.err = b.build(ctx, pkg)
+		j.bin, j.err = build()
 		if j.err != nil {
 			b.mu.Lock()
-			delete(b.jobs, pkg)
+			delete(*jobs, key)
 			b.mu.Unlock()
 		}
 		close(j.done)
@@ -232,10 +240,10 @@ func (b *Builder) Build(ctx context.Context, pkg string) (Binary, error) {
 	select {
 	case <-j.done:
 	case <-ctx.Done():
-		return Binary{}, fmt.Errorf("building %s: %w", pkg, ctx.Err())
+		return Binary{}, fmt.Errorf("building %s: %w", key, ctx.Err())
 	}
 	if j.err != nil && ctx.Err() == nil && errors.Is(j.err, context.Canceled) {
-		return b.Build(ctx, pkg) // the caller that started it gave up, not this one
+		return b.once(ctx, jobs, key, build) // the caller that started it gave up, not this one
 	}
 	return j.bin, j.err
 }

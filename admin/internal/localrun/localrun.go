@@ -94,14 +94,8 @@ func Start(ctx context.Context, graph *manifest.Graph, view string, builder *gob
 // of one (manifest.ForkPath).
 func StartPath(ctx context.Context, path []*manifest.Stage, builder *gobuild.Builder, epochs map[string]string) (*Pipeline, error) {
 	p := &Pipeline{DeadLetters: map[string]int64{}}
-	var functions []*manifest.Stage
-	for _, st := range path {
-		if st.View != nil {
-			p.sinkInput = st.View.Sink.Input
-			continue
-		}
-		functions = append(functions, st)
-	}
+	functions, sinkInput := splitPath(path)
+	p.sinkInput = sinkInput
 	if s := startChain(ctx, functions, p.sinkInput, builder, epochs); s != nil {
 		p.stages = []*stage{s}
 		return p, nil
@@ -134,15 +128,7 @@ const ChainEnv = "FOLDLINE_LOCAL_CHAIN"
 // instead of 7.0; the backfill took as long either way (README,
 // Benchmarks).
 func startChain(ctx context.Context, functions []*manifest.Stage, sinkInput string, builder *gobuild.Builder, epochs map[string]string) *stage {
-	if len(functions) < 2 || os.Getenv(ChainEnv) == "off" {
-		return nil
-	}
-	for i, st := range functions[1:] {
-		if len(st.Inputs) != 1 || st.Inputs[0] != functions[i].Output {
-			return nil
-		}
-	}
-	if functions[len(functions)-1].Output != sinkInput {
+	if !isChain(functions, sinkInput) {
 		return nil
 	}
 	notChained := func(err error) *stage {
@@ -151,17 +137,7 @@ func startChain(ctx context.Context, functions []*manifest.Stage, sinkInput stri
 		}
 		return nil
 	}
-	ts := make([]chainmain.Transformation, len(functions))
-	for i, st := range functions {
-		dir, err := builder.PackageDir(st.Binary)
-		if err != nil {
-			return notChained(err)
-		}
-		if ts[i], err = chainmain.Read(dir); err != nil {
-			return notChained(err)
-		}
-	}
-	bin, err := builder.BuildGenerated(ctx, chainmain.Source(ts))
+	bin, err := buildChain(ctx, functions, builder)
 	if err != nil {
 		return notChained(err)
 	}
@@ -170,6 +146,60 @@ func startChain(ctx context.Context, functions []*manifest.Stage, sinkInput stri
 		return notChained(err)
 	}
 	return s
+}
+
+// isChain reports whether functions run as one chain process: two or
+// more, each reading what the one before writes, the last writing
+// sinkInput, and ChainEnv not off.
+func isChain(functions []*manifest.Stage, sinkInput string) bool {
+	if len(functions) < 2 || os.Getenv(ChainEnv) == "off" {
+		return false
+	}
+	for i, st := range functions[1:] {
+		if len(st.Inputs) != 1 || st.Inputs[0] != functions[i].Output {
+			return false
+		}
+	}
+	return functions[len(functions)-1].Output == sinkInput
+}
+
+// buildChain builds the chain binary of functions.
+func buildChain(ctx context.Context, functions []*manifest.Stage, builder *gobuild.Builder) (gobuild.Binary, error) {
+	ts := make([]chainmain.Transformation, len(functions))
+	for i, st := range functions {
+		dir, err := builder.PackageDir(st.Binary)
+		if err != nil {
+			return gobuild.Binary{}, err
+		}
+		if ts[i], err = chainmain.Read(dir); err != nil {
+			return gobuild.Binary{}, err
+		}
+	}
+	return builder.BuildGenerated(ctx, chainmain.Source(ts))
+}
+
+// PrepareChain builds, with builder, the binary StartPath runs path's
+// functions with when they are a chain, so that a caller can build it
+// while it does something else; StartPath with the same builder then
+// takes it (or waits for it). Nothing is reported: StartPath says why a
+// path runs as processes.
+func PrepareChain(ctx context.Context, path []*manifest.Stage, builder *gobuild.Builder) {
+	functions, sinkInput := splitPath(path)
+	if isChain(functions, sinkInput) {
+		_, _ = buildChain(ctx, functions, builder)
+	}
+}
+
+// splitPath returns the functions of path and the topic its sink reads.
+func splitPath(path []*manifest.Stage) (functions []*manifest.Stage, sinkInput string) {
+	for _, st := range path {
+		if st.View != nil {
+			sinkInput = st.View.Sink.Input
+			continue
+		}
+		functions = append(functions, st)
+	}
+	return functions, sinkInput
 }
 
 // startStage builds the binary of functions (one function) and starts it.
