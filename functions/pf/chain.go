@@ -1,7 +1,6 @@
 package pf
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -125,42 +124,38 @@ type chainItem struct {
 const chainBatch = 256
 
 // run reads the driver's inputs until in ends, and writes, for each, the
-// frames of each function in turn, then its Done frame.
+// frames of each function in turn, then its Done frame. A function's
+// error ends it at once, whatever the reader waits for: the driver waits
+// for outputs that will not come, and learns of the error from the
+// process's exit.
 func (c *chain) run(ctx context.Context, r *localwire.Reader) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	in := make(chan []*chainItem, 4)
-	errs := make(chan error, len(c.links))
+	errs := make(chan error, len(c.links)+1)
 	from := in
 	for i, l := range c.links {
 		var to chan []*chainItem
 		if i < len(c.links)-1 {
 			to = make(chan []*chainItem, 4)
 		}
-		go func(from <-chan []*chainItem) {
-			err := l.run(ctx, from, to)
-			if err != nil {
-				cancel(err)
-				for range from { // let the sender finish
-				}
-			}
-			errs <- err
-		}(from)
+		go func(from <-chan []*chainItem) { errs <- l.run(ctx, from, to) }(from)
 		from = to
 	}
-	readErr := c.read(ctx, r, in)
-	close(in)
-	var first error
+	readDone := make(chan error, 1)
+	go func() {
+		defer close(in)
+		readDone <- c.read(ctx, r, in)
+	}()
 	for range c.links {
-		first = cmp.Or(first, <-errs)
+		if err := <-errs; err != nil {
+			return err
+		}
 	}
-	if first == nil {
-		first = readErr
+	if err := <-readDone; err != nil {
+		return err
 	}
-	if first == nil {
-		first = c.w.Flush()
-	}
-	return first
+	return c.w.Flush()
 }
 
 // read reads the driver's inputs into batches for the first function.

@@ -219,8 +219,13 @@ func TestRunChainRefuses(t *testing.T) {
 		_ = fc.Defer() // and never completed
 		return []Record{{Payload: in}}, nil
 	}
+	// The driver keeps its end open, waiting for outputs: the chain ends
+	// all the same.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write(chainTestInputs(t))
 	args := []string{LocalFlag, "-instance-conf", confs[0], "-instance-conf", confs[1]}
-	err := runChain(t.Context(), []any{deferring, handlers[1]}, args, bytes.NewReader(chainTestInputs(t)), io.Discard)
+	err := runChain(t.Context(), []any{deferring, handlers[1]}, args, pr, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "cannot run in a chain") {
 		t.Errorf("a deferring handler: %v, want it refused", err)
 	}
