@@ -18,6 +18,65 @@ import (
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
+// shopEvents are n generated shop events (2 % malformed) as ledger events.
+func shopEvents(t *testing.T, n int) []Message {
+	t.Helper()
+	var lines bytes.Buffer
+	if _, err := gen.Generate(&lines, gen.Options{Events: n, Users: 50, Malformed: 0.02, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	const ledger = "persistent://shop/ledger/events"
+	at := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	var events []Message
+	for i, line := range bytes.Split(bytes.TrimSpace(lines.Bytes()), []byte("\n")) {
+		events = append(events, Message{Topic: ledger, Ledger: 3, Entry: int64(i / 100), Batch: int64(i % 100),
+			Key: fmt.Sprint("k", i%7), Payload: line, Properties: map[string]string{"app": "x"},
+			EventTime: at.Add(time.Duration(i) * time.Millisecond), PublishTime: at.Add(time.Duration(i) * time.Millisecond)})
+	}
+	return events
+}
+
+// startShopPath starts the shop's user_activity path.
+func startShopPath(t *testing.T) *Pipeline {
+	t.Helper()
+	set, err := manifest.Load("../../../manifests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph, problems := set.Graph()
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	p, err := Start(t.Context(), graph, "user_activity", &gobuild.Builder{Dir: gobuild.ModuleDir(".")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Closing a path whose run ended early (an error downstream) ends its
+// functions even while they are blocked writing outputs nobody reads.
+func TestCloseEndsAFunctionBlockedOnItsOutput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the shop's functions")
+	}
+	events := shopEvents(t, 9000)
+	for _, chain := range []string{"on", "off"} {
+		t.Setenv(ChainEnv, chain)
+		p := startShopPath(t)
+		s := p.stages[0]
+		go s.send(events, s.number(len(events))) // and nothing reads the outputs
+		time.Sleep(500 * time.Millisecond)
+		closed := make(chan error, 1)
+		go func() { closed <- p.Close() }()
+		select {
+		case <-closed: // an error or none: the function is gone
+		case <-time.After(20 * time.Second):
+			t.Fatalf("chain %s: Close still waits after 20 s", chain)
+		}
+	}
+}
+
 // pathRun is what a local run of a path gave: the view operations in the
 // order they came, the dead letters handed over, and the count per stage.
 type pathRun struct {
@@ -31,19 +90,7 @@ type pathRun struct {
 // of batch, streamed.
 func runShopPath(t *testing.T, events []Message, batch int) pathRun {
 	t.Helper()
-	set, err := manifest.Load("../../../manifests")
-	if err != nil {
-		t.Fatal(err)
-	}
-	graph, problems := set.Graph()
-	if len(problems) > 0 {
-		t.Fatal(problems)
-	}
-	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(".")}
-	p, err := Start(t.Context(), graph, "user_activity", builder, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startShopPath(t)
 	defer func() {
 		if err := p.Close(); err != nil {
 			t.Error(err)
@@ -62,7 +109,7 @@ func runShopPath(t *testing.T, events []Message, batch int) pathRun {
 			}
 		}
 	}
-	err = p.Stream(t.Context(), iter.Seq2[[]Message, error](batches), func([]Message) {}, func(op cassandra.Op, _ Message) error {
+	err := p.Stream(t.Context(), iter.Seq2[[]Message, error](batches), func([]Message) {}, func(op cassandra.Op, _ Message) error {
 		run.ops = append(run.ops, op)
 		return nil
 	})
@@ -81,18 +128,7 @@ func TestChainGivesWhatProcessesGive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the shop's functions")
 	}
-	var lines bytes.Buffer
-	if _, err := gen.Generate(&lines, gen.Options{Events: 9000, Users: 50, Malformed: 0.02, Seed: 7}); err != nil {
-		t.Fatal(err)
-	}
-	const ledger = "persistent://shop/ledger/events"
-	at := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
-	var events []Message
-	for i, line := range bytes.Split(bytes.TrimSpace(lines.Bytes()), []byte("\n")) {
-		events = append(events, Message{Topic: ledger, Ledger: 3, Entry: int64(i / 100), Batch: int64(i % 100),
-			Key: fmt.Sprint("k", i%7), Payload: line, Properties: map[string]string{"app": "x"},
-			EventTime: at.Add(time.Duration(i) * time.Millisecond), PublishTime: at.Add(time.Duration(i) * time.Millisecond)})
-	}
+	events := shopEvents(t, 9000)
 	chained := runShopPath(t, events, 3000)
 	t.Setenv(ChainEnv, "off")
 	separate := runShopPath(t, events, 3000)

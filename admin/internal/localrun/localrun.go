@@ -70,6 +70,7 @@ type stage struct {
 	deadLetters map[string]string
 	cmd         *exec.Cmd
 	stdin       io.WriteCloser
+	stdout      io.ReadCloser
 	w           *localwire.Writer
 	r           *localwire.Reader
 	stderr      *tailBuffer
@@ -244,6 +245,7 @@ func startBinary(ctx context.Context, bin gobuild.Binary, functions []*manifest.
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting function %s locally: %w", s.name, err)
 	}
+	s.stdout = stdout
 	s.w, s.r = localwire.NewWriter(s.stdin), localwire.NewReader(stdout)
 	return s, nil
 }
@@ -494,7 +496,11 @@ func (s *stage) failed(err error) error {
 func (p *Pipeline) Close() error {
 	var errs []error
 	for _, s := range p.stages {
+		// Its output too: a run that ended early (an error downstream)
+		// leaves a function blocked writing outputs nobody reads, which
+		// then ends on the broken pipe instead of never.
 		s.stdin.Close()
+		s.stdout.Close()
 		if err := s.cmd.Wait(); err != nil {
 			errs = append(errs, s.failed(err))
 		}
