@@ -174,22 +174,14 @@ func (c *chain) read(ctx context.Context, r *localwire.Reader, to chan<- []*chai
 		}
 	}
 	for {
-		kind, err := r.Next()
+		msg, err := readLocalInput(r)
 		if errors.Is(err, io.EOF) {
 			send()
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("reading local input: %w", err)
+			return err
 		}
-		if kind != localwire.KindInput {
-			return fmt.Errorf("reading local input: %w: frame kind %q", localwire.ErrFrame, kind)
-		}
-		msg := new(localMessage)
-		if err := r.InputInto(&msg.f); err != nil {
-			return fmt.Errorf("reading local input: %w", err)
-		}
-		msg.id = localID{ledger: msg.f.Ledger, entry: msg.f.Entry, batch: int32(msg.f.Batch)}
 		batch = append(batch, &chainItem{seq: msg.f.Seq, msgs: []*localMessage{msg}})
 		// Nothing more at hand: the driver waits for these.
 		if (len(batch) == chainBatch || r.Buffered() == 0) && !send() {
@@ -293,9 +285,9 @@ func (l *chainLink) sendAsync(_ context.Context, topic string, msg *pulsar.Produ
 		m.id = localID{ledger: -1, entry: -1, batch: -1}
 		l.next = append(l.next, m)
 	case !l.last:
-		l.item.frames = append(l.item.frames, &localwire.Output{Seq: seq, Topic: topic, Key: msg.Key, Payload: msg.Payload, Properties: msg.Properties, EventTime: msg.EventTime})
+		l.item.frames = append(l.item.frames, outputFrame(seq, topic, msg))
 	default:
-		err = l.c.w.Output(&localwire.Output{Seq: seq, Topic: topic, Key: msg.Key, Payload: msg.Payload, Properties: msg.Properties, EventTime: msg.EventTime})
+		err = l.c.w.Output(outputFrame(seq, topic, msg))
 	}
 	done(nil, msg, err)
 	return nil

@@ -484,13 +484,12 @@ func (inst *instance) invoke(in *input) ([]Record, error) {
 	fc := &in.fc
 	fc.published = fc.published[:0]
 	fc.deferral = nil
-	var records []Record
-	var err error
-	if inst.untimed {
-		records, err = inst.handler.call(&in.ctx, fc.msg.Payload(), in.records[:0])
-	} else {
-		start := inst.stats.now()
-		records, err = inst.handler.call(&in.ctx, fc.msg.Payload(), in.records[:0])
+	var start time.Duration
+	if !inst.untimed {
+		start = inst.stats.now()
+	}
+	records, err := inst.handler.call(&in.ctx, fc.msg.Payload(), in.records[:0])
+	if !inst.untimed {
 		inst.stats.recordInvocation(start, inst.stats.now())
 	}
 	if err != nil {

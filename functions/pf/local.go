@@ -36,22 +36,14 @@ func (inst *instance) runLocal(ctx context.Context, in io.Reader, out io.Writer)
 	inst.pending = func() int { return 0 }
 	r := localwire.NewReader(in)
 	for {
-		kind, err := r.Next()
+		msg, err := readLocalInput(r)
 		if errors.Is(err, io.EOF) {
 			inst.inFlight.Wait()
 			return w.flush()
 		}
 		if err != nil {
-			return fmt.Errorf("reading local input: %w", err)
+			return err
 		}
-		if kind != localwire.KindInput {
-			return fmt.Errorf("reading local input: %w: frame kind %q", localwire.ErrFrame, kind)
-		}
-		msg := new(localMessage) // the frame and its message in one allocation
-		if err := r.InputInto(&msg.f); err != nil {
-			return fmt.Errorf("reading local input: %w", err)
-		}
-		msg.id = localID{ledger: msg.f.Ledger, entry: msg.f.Entry, batch: int32(msg.f.Batch)}
 		w.setSeq(msg.f.Seq)
 		if err := inst.process(ctx, msg, w); err != nil {
 			return err
@@ -66,6 +58,32 @@ func (inst *instance) runLocal(ctx context.Context, in io.Reader, out io.Writer)
 			}
 		}
 	}
+}
+
+// readLocalInput reads the driver's next input frame as the message the
+// runtime handles; io.EOF once the driver's input ends.
+func readLocalInput(r *localwire.Reader) (*localMessage, error) {
+	kind, err := r.Next()
+	if errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading local input: %w", err)
+	}
+	if kind != localwire.KindInput {
+		return nil, fmt.Errorf("reading local input: %w: frame kind %q", localwire.ErrFrame, kind)
+	}
+	msg := new(localMessage) // the frame and its message in one allocation
+	if err := r.InputInto(&msg.f); err != nil {
+		return nil, fmt.Errorf("reading local input: %w", err)
+	}
+	msg.id = localID{ledger: msg.f.Ledger, entry: msg.f.Entry, batch: int32(msg.f.Batch)}
+	return msg, nil
+}
+
+// outputFrame is the Output frame of msg, sent to topic for input seq.
+func outputFrame(seq uint64, topic string, msg *pulsar.ProducerMessage) *localwire.Output {
+	return &localwire.Output{Seq: seq, Topic: topic, Key: msg.Key, Payload: msg.Payload, Properties: msg.Properties, EventTime: msg.EventTime}
 }
 
 // localSink writes an input's outputs and its Done frame. It is the
@@ -90,7 +108,7 @@ func (s *localSink) flush() error {
 
 func (s *localSink) sendAsync(_ context.Context, topic string, msg *pulsar.ProducerMessage, done sendDone) error {
 	s.mu.Lock()
-	err := s.w.Output(&localwire.Output{Seq: s.seq, Topic: topic, Key: msg.Key, Payload: msg.Payload, Properties: msg.Properties, EventTime: msg.EventTime})
+	err := s.w.Output(outputFrame(s.seq, topic, msg))
 	s.mu.Unlock()
 	done(nil, msg, err)
 	return nil
