@@ -208,6 +208,35 @@ check_timer_slack() {
   esac
 }
 
+# function_tenants prints, for each tenant with function instances running
+# under the stack's functions worker, the count and the tenant ("3 shop").
+# The worker's process runtime runs every instance (Go, Java or Python) as a
+# child process of Pulsar standalone, its instance config on the command
+# line.
+function_tenants() {
+  local pidfile="$FOLDLINE_STACK_DIR/pulsar/pulsar.pid"
+  pid_alive "$pidfile" || return 0
+  ps -o args= --ppid "$(cat "$pidfile")" 2>/dev/null |
+    awk 'match($0, /"tenant":"[^"]*"/) { print substr($0, RSTART + 10, RLENGTH - 11) }' |
+    sort | uniq -c | awk '{ print $1, $2 }'
+}
+
+# cores_busy_percent prints how busy the machine's cores were, in percent,
+# over the next $1 seconds (default 2), from /proc/stat.
+cores_busy_percent() {
+  local a b
+  a=($(head -n 1 /proc/stat))
+  sleep "${1:-2}"
+  b=($(head -n 1 /proc/stat))
+  # cpu user nice system idle iowait irq softirq steal: idle and iowait are not busy.
+  awk -v a="${a[*]}" -v b="${b[*]}" 'BEGIN {
+    n = split(a, x, " "); split(b, y, " "); total = 0; idle = 0
+    for (i = 2; i <= 9 && i <= n; i++) { d = y[i] - x[i]; total += d; if (i == 5 || i == 6) idle += d }
+    busy = 0; if (total > 0) busy = int(100 * (total - idle) / total + 0.5)
+    print busy
+  }'
+}
+
 # stack_open succeeds when the stack runs (or is to start) without
 # authentication: FOLDLINE_STACK_OPEN=1.
 stack_open() { [ "$FOLDLINE_STACK_OPEN" = 1 ]; }

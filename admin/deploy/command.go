@@ -99,11 +99,12 @@ func NewDestroyCommand() *cobra.Command {
 downstream first, and their subscriptions. The ledger, topics and tables stay unless
 asked: --tables also drops the views' tables (every version, the active one too) and
 their registry entries; --purge removes everything deploy created, the ledger included
-(topics, namespaces, tenant, keyspace): meant for throwaway tenants.
+(topics, namespaces, tenant, keyspace, the tenant's own Cassandra role and credentials
+file): meant for throwaway tenants.
 
 --tables and --purge remove data: destroy first prints what will go (functions,
-tables, and with --purge the tenant, namespaces, topics with their entry counts and
-the keyspace), then asks on a terminal; --yes confirms without asking. Without --yes
+tables, and with --purge the tenant, namespaces, topics with their entry counts, the
+keyspace, role and credentials file), then asks on a terminal; --yes confirms without asking. Without --yes
 and with no terminal on stdin it removes nothing and exits 2.`,
 		Example: "  foldline destroy\n  foldline destroy --tenant shop-test --purge --yes",
 		Args:    cobra.MaximumNArgs(1),
@@ -133,7 +134,7 @@ and with no terminal on stdin it removes nothing and exits 2.`,
 	}
 	opts.Target.Register(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.Tables, "tables", false, "also drop the views' tables and registry entries")
-	cmd.Flags().BoolVar(&opts.Purge, "purge", false, "remove everything: topics (ledger too), namespaces, tenant, keyspace")
+	cmd.Flags().BoolVar(&opts.Purge, "purge", false, "remove everything: topics (ledger too), namespaces, tenant, keyspace, the tenant's role and credentials")
 	cmd.Flags().BoolVar(&opts.Yes, "yes", false, "confirm --tables or --purge without being asked")
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/foldline/foldline/admin/build"
 	"github.com/foldline/foldline/admin/deploy"
+	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/target"
@@ -177,6 +179,40 @@ func TestDeployShopPipeline(t *testing.T) {
 	}
 	if got := countKind(again.Applied, "function"); got != 6 {
 		t.Errorf("deploy after destroy created %d functions, want 6", got)
+	}
+
+	// --purge: nothing deploy made is left, the tenant's own login and
+	// credentials file included.
+	credentials := filepath.Join(filepath.Dir(svc.PulsarSecretKeyFile), "tenants", tenant+".env")
+	if _, err := os.Stat(credentials); err != nil {
+		t.Fatalf("deploy wrote no credentials file: %v", err)
+	}
+	purged, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Purge: true, Yes: true})
+	if err != nil {
+		t.Fatalf("destroy --purge: %v", err)
+	}
+	role := tenantid.RoleFor(tenant)
+	if !slices.Contains(purged, "dropped cassandra role "+role) || !slices.Contains(purged, "removed credentials file "+credentials) {
+		t.Errorf("destroy --purge says it removed %q; want the role %s and %s among them", purged, role, credentials)
+	}
+	session, err := cqlx.Connect(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	var n int
+	if err := session.Query(`SELECT COUNT(*) FROM system_auth.roles WHERE role = ?`, role).Scan(&n); err != nil || n != 0 {
+		t.Errorf("role %s after destroy --purge: %d rows (%v), want none", role, n, err)
+	}
+	if _, err := os.Stat(credentials); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("credentials file after destroy --purge: %v, want it gone", err)
+	}
+	plan, err := deploy.MakePlan(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept := slices.DeleteFunc(slices.Clone(plan.Changes), func(c deploy.Change) bool { return c.Action == deploy.Create }); len(kept) != 0 {
+		t.Errorf("the plan after destroy --purge has more than creations: %+v", kept)
 	}
 }
 

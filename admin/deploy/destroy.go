@@ -28,8 +28,9 @@ type DestroyOptions struct {
 	// their registry entries.
 	Tables bool
 	// Purge removes everything the manifests created: also every topic
-	// (the ledger too), the namespaces, the tenant and the keyspace. For
-	// throwaway tenants (tests, previews).
+	// (the ledger too), the namespaces, the tenant, the keyspace, and the
+	// tenant's own Cassandra role and credentials file. For throwaway
+	// tenants (tests, previews).
 	Purge bool
 	// Yes confirms Tables and Purge, which remove data: without it
 	// Destroy refuses them with ErrNotConfirmed and removes nothing.
@@ -42,7 +43,8 @@ var ErrNotConfirmed = errors.New("not confirmed")
 
 // Destroy removes the pipeline: every function and sink of the manifests
 // (downstream first) and their subscriptions; with Tables the view tables;
-// with Purge everything else. It returns what it removed. Tables and Purge
+// with Purge everything else (the tenant's own Cassandra role and
+// credentials file too). It returns what it removed. Tables and Purge
 // without Yes are refused with ErrNotConfirmed (a usage error) before
 // anything is removed.
 func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
@@ -87,6 +89,11 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 	}
 	if opts.Purge {
 		more, err := purge(ctx, s.pulsar, s.cql, t.Name, t.Keyspace)
+		if err == nil {
+			var forgotten []string
+			forgotten, err = s.identity.forget(ctx, s.cql, t.Name)
+			more = append(more, forgotten...)
+		}
 		for _, line := range more {
 			note("%s", line)
 		}
@@ -175,7 +182,8 @@ func openForDestroy(ctx context.Context, opts DestroyOptions) (*session, *backfi
 // PreviewDestroy lists what Destroy with opts would remove, one line per
 // thing, without removing anything: the functions, with Tables the view
 // tables, with Purge also the tenant, its namespaces, their topics with
-// their entry counts, and the keyspace with its tables.
+// their entry counts, the keyspace with its tables, and the tenant's own
+// Cassandra role and credentials file.
 func PreviewDestroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 	s, b, err := openForDestroy(ctx, opts)
 	if err != nil {
@@ -229,7 +237,18 @@ func PreviewDestroy(ctx context.Context, opts DestroyOptions) ([]string, error) 
 	if err := iter.Close(); err != nil {
 		return nil, fmt.Errorf("listing the tables of keyspace %s: %w", t.Keyspace, err)
 	}
-	return append(lines, fmt.Sprintf("keyspace %s with its %d tables %v", t.Keyspace, len(tables), tables)), nil
+	lines = append(lines, fmt.Sprintf("keyspace %s with its %d tables %v", t.Keyspace, len(tables), tables))
+	role, credentials, err := s.identity.leftovers(ctx, s.cql, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	if role != "" {
+		lines = append(lines, "cassandra role "+role+" (the tenant's own login)")
+	}
+	if credentials != "" {
+		lines = append(lines, "credentials file "+credentials)
+	}
+	return lines, nil
 }
 
 // workerCleanupWait is how long deleteSubscription leaves a just-deleted

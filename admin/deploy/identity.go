@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -170,11 +171,11 @@ func (id identity) writeCredentials(tenant string) (string, error) {
 	if id.Role == "" {
 		return "", nil
 	}
-	if filepath.Base(tenant) != tenant || tenant == "." || tenant == ".." {
-		return "", fmt.Errorf("writing the credentials of tenant %q: not a file name", tenant)
+	path, err := id.credentialsPath(tenant)
+	if err != nil {
+		return "", fmt.Errorf("writing the credentials of tenant %q: %w", tenant, err)
 	}
-	dir := filepath.Join(filepath.Dir(id.keyFile), "tenants")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", fmt.Errorf("writing the credentials of tenant %s: %w", tenant, err)
 	}
 	var b strings.Builder
@@ -183,9 +184,70 @@ func (id identity) writeCredentials(tenant string) (string, error) {
 	if id.CassandraUser != "" {
 		fmt.Fprintf(&b, "FOLDLINE_CASSANDRA_USER=%s\nFOLDLINE_CASSANDRA_PASSWORD=%s\n", id.CassandraUser, id.CassandraPassword)
 	}
-	path := filepath.Join(dir, tenant+".env")
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		return "", fmt.Errorf("writing the credentials of tenant %s: %w", tenant, err)
 	}
 	return path, nil
+}
+
+// credentialsPath is where writeCredentials writes tenant's credentials:
+// tenants/TENANT.env beside the signing key.
+func (id identity) credentialsPath(tenant string) (string, error) {
+	if filepath.Base(tenant) != tenant || tenant == "." || tenant == ".." {
+		return "", errors.New("not a file name")
+	}
+	return filepath.Join(filepath.Dir(id.keyFile), "tenants", tenant+".env"), nil
+}
+
+// leftovers lists what of the tenant's identity deploy made and purge is to
+// remove: its Cassandra role, when it exists, and its credentials file,
+// when it exists.
+func (id identity) leftovers(ctx context.Context, cql *gocql.Session, tenant string) (role, credentials string, err error) {
+	if id.Role == "" {
+		return "", "", nil
+	}
+	if id.CassandraUser != "" {
+		var name string
+		err := cql.Query(`SELECT role FROM system_auth.roles WHERE role = ?`, id.Role).WithContext(ctx).Scan(&name)
+		switch {
+		case err == nil:
+			role = id.Role
+		case !errors.Is(err, gocql.ErrNotFound):
+			return "", "", fmt.Errorf("reading role %s: %w", id.Role, err)
+		}
+	}
+	path, err := id.credentialsPath(tenant)
+	if err != nil {
+		return "", "", fmt.Errorf("the credentials of tenant %q: %w", tenant, err)
+	}
+	if _, err := os.Stat(path); err == nil {
+		credentials = path
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", "", fmt.Errorf("the credentials of tenant %s: %w", tenant, err)
+	}
+	return role, credentials, nil
+}
+
+// forget removes what leftovers lists, once the tenant's keyspace is gone:
+// its Cassandra role (the login the tenant's sinks used) and its
+// credentials file. It returns what it removed.
+func (id identity) forget(ctx context.Context, cql *gocql.Session, tenant string) ([]string, error) {
+	role, credentials, err := id.leftovers(ctx, cql, tenant)
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	if role != "" {
+		if err := cql.Query(`DROP ROLE IF EXISTS ` + quoteCQL(role)).WithContext(ctx).Exec(); err != nil {
+			return done, fmt.Errorf("dropping role %s: %w", role, err)
+		}
+		done = append(done, "dropped cassandra role "+role)
+	}
+	if credentials != "" {
+		if err := os.Remove(credentials); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return done, fmt.Errorf("removing the credentials of tenant %s: %w", tenant, err)
+		}
+		done = append(done, "removed credentials file "+credentials)
+	}
+	return done, nil
 }
