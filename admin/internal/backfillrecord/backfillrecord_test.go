@@ -2,29 +2,17 @@ package backfillrecord
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/foldline/foldline/admin/internal/cqlx"
-	"github.com/foldline/foldline/internal/testenv"
+	"github.com/foldline/foldline/admin/internal/cqlx/cqlxtest"
 )
 
 func newStore(t *testing.T) Store {
 	t.Helper()
-	svc := testenv.Cassandra(t)
-	session, err := cqlx.Connect(svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(session.Close)
-	ks := fmt.Sprintf("bfrectest_%d", rand.Uint64()%1_000_000_000)
-	if err := session.Query(fmt.Sprintf(`CREATE KEYSPACE %s WITH replication = {'class':'SimpleStrategy','replication_factor':1}`, ks)).Exec(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = session.Query("DROP KEYSPACE IF EXISTS " + ks).Exec() })
+	session, ks := cqlxtest.Keyspace(t, "bfrectest")
 	s := Store{CQL: session, Keyspace: ks}
 	if err := s.Ensure(t.Context()); err != nil {
 		t.Fatal(err)

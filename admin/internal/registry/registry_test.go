@@ -3,32 +3,11 @@ package registry
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
-	"github.com/gocql/gocql"
-
-	"github.com/foldline/foldline/admin/internal/cqlx"
-	"github.com/foldline/foldline/internal/testenv"
+	"github.com/foldline/foldline/admin/internal/cqlx/cqlxtest"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
-
-// testKeyspace creates a keyspace of the test's own in the real Cassandra.
-func testKeyspace(t *testing.T) (*gocql.Session, string) {
-	t.Helper()
-	svc := testenv.Cassandra(t)
-	session, err := cqlx.Connect(svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(session.Close)
-	ks := fmt.Sprintf("regtest_%d", rand.Uint64()%1_000_000_000)
-	if err := session.Query(fmt.Sprintf(`CREATE KEYSPACE %s WITH replication = {'class':'SimpleStrategy','replication_factor':1}`, ks)).Exec(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = session.Query("DROP KEYSPACE IF EXISTS " + ks).Exec() })
-	return session, ks
-}
 
 // TestSinkReadsTheStateOfItsTable checks the contract between the registry
 // and the sink, which reads it (cassandra.RegistryWatch) to write a table
@@ -37,7 +16,7 @@ func TestSinkReadsTheStateOfItsTable(t *testing.T) {
 	if StateBuilding != cassandra.StateBuilding {
 		t.Fatalf("registry state %q, sink expects %q", StateBuilding, cassandra.StateBuilding)
 	}
-	session, ks := testKeyspace(t)
+	session, ks := cqlxtest.Keyspace(t, "regtest")
 	watch := func(table string) cassandra.RegistryWatch {
 		return cassandra.RegistryWatch{Session: session, Keyspace: ks, Registry: Table, View: "user_activity", Table: table}
 	}
@@ -77,7 +56,7 @@ func TestSinkReadsTheStateOfItsTable(t *testing.T) {
 // Drop reads the registry when it drops: a table that became active after
 // the caller last looked is refused and kept, any other version goes.
 func TestDropRefusesTheActiveTable(t *testing.T) {
-	session, ks := testKeyspace(t)
+	session, ks := cqlxtest.Keyspace(t, "regtest")
 	ctx := t.Context()
 	if err := Ensure(ctx, session, ks); err != nil {
 		t.Fatal(err)
@@ -128,7 +107,7 @@ func TestDropRefusesTheActiveTable(t *testing.T) {
 // second is refused by its lightweight transaction, never leaving the view
 // pointing at a forgotten table or forgetting the active one.
 func TestSwitchAndForgetAreSerialized(t *testing.T) {
-	session, ks := testKeyspace(t)
+	session, ks := cqlxtest.Keyspace(t, "regtest")
 	ctx := t.Context()
 	if err := Ensure(ctx, session, ks); err != nil {
 		t.Fatal(err)
