@@ -96,6 +96,10 @@ func TestDeployShopPipeline(t *testing.T) {
 		t.Errorf("plan --binaries with a binary changed after the build: %v, want ErrPrebuilt", err)
 	}
 
+	t.Run("scripts/stack status counts the tenant's instances", func(t *testing.T) {
+		checkStackStatus(t, tenant, 6)
+	})
+
 	t.Run("the origin's form follows the readers through an upgrade", func(t *testing.T) {
 		checkOriginForms(t, opts, tenant)
 	})
@@ -354,4 +358,19 @@ func countKind(changes []deploy.Change, kind string) int {
 		}
 	}
 	return n
+}
+
+// checkStackStatus checks that scripts/stack status lists want function
+// instances running for tenant, when the stack it looks at is the one the
+// tests run against (its Pulsar started by scripts/stack).
+func checkStackStatus(t *testing.T, tenant string, want int) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "bash", filepath.Join(testenv.RepoRoot(), "scripts", "stack"), "status", "pulsar")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ready") {
+		t.Skipf("the stack's Pulsar is not one scripts/stack started (%v): %s", err, out)
+	}
+	if line := fmt.Sprintf("tenant %s: %d", tenant, want); !strings.Contains(string(out), line) {
+		t.Errorf("scripts/stack status says\n%s\nwant a functions line with %q", out, line)
+	}
 }
