@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/admin/build"
 	"github.com/foldline/foldline/admin/deploy"
@@ -95,6 +96,10 @@ func TestDeployShopPipeline(t *testing.T) {
 	if _, err := deploy.MakePlan(ctx, prebuilt); !errors.Is(err, gobuild.ErrPrebuilt) {
 		t.Errorf("plan --binaries with a binary changed after the build: %v, want ErrPrebuilt", err)
 	}
+
+	t.Run("a role whose password changed gets the derived one again", func(t *testing.T) {
+		checkRolePassword(t, opts, tenant)
+	})
 
 	t.Run("scripts/stack status counts the tenant's instances", func(t *testing.T) {
 		checkStackStatus(t, tenant, 6)
@@ -373,4 +378,70 @@ func checkStackStatus(t *testing.T, tenant string, want int) {
 	if line := fmt.Sprintf("tenant %s: %d", tenant, want); !strings.Contains(string(out), line) {
 		t.Errorf("scripts/stack status says\n%s\nwant a functions line with %q", out, line)
 	}
+}
+
+// checkRolePassword changes the tenant's Cassandra password by hand, as a
+// rotated signing key would leave it, and checks that the plan says so,
+// that deploy sets the derived one again, and that the tenant's
+// credentials then log in to its keyspace.
+func checkRolePassword(t *testing.T, opts deploy.Options, tenant string) {
+	ctx := t.Context()
+	svc := opts.Services
+	session, err := cqlx.Connect(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	role := tenantid.RoleFor(tenant)
+	if err := session.Query(`ALTER ROLE "` + role + `" WITH PASSWORD = 'changed-by-hand'`).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := deploy.MakePlan(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending []deploy.Change
+	for _, c := range plan.Pending() {
+		pending = append(pending, c)
+	}
+	if len(pending) != 1 || pending[0].Kind != "cassandra role" || pending[0].Action != deploy.Update ||
+		!strings.Contains(strings.Join(pending[0].Details, " "), "password: not the one derived") {
+		t.Fatalf("the plan after the password changed: %+v; want only the role, updated for its password", pending)
+	}
+	if _, err := deploy.Deploy(ctx, opts); err != nil {
+		t.Fatalf("deploy: %v", err)
+	}
+	after, err := deploy.MakePlan(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Pending()) != 0 {
+		t.Errorf("the plan after deploy set the password again: %+v, want nothing to do", after.Pending())
+	}
+	// The credentials deploy wrote for the tenant log in to its keyspace
+	// (Cassandra may take a moment to drop the old password from its cache).
+	env, err := os.ReadFile(filepath.Join(filepath.Dir(svc.PulsarSecretKeyFile), "tenants", tenant+".env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asTenant := svc
+	asTenant.CassandraUser, asTenant.CassandraPasswordFile = role, ""
+	for line := range strings.Lines(string(env)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "FOLDLINE_CASSANDRA_PASSWORD="); ok {
+			asTenant.CassandraPassword = v
+		}
+	}
+	var loginErr error
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		var tenantSession *gocql.Session
+		if tenantSession, loginErr = cqlx.Connect(asTenant); loginErr == nil {
+			var n int
+			loginErr = tenantSession.Query(`SELECT COUNT(*) FROM "` + strings.ReplaceAll(tenant, "-", "_") + `".foldline_views`).Scan(&n)
+			tenantSession.Close()
+			if loginErr == nil {
+				return
+			}
+		}
+	}
+	t.Errorf("logging in as %s with the derived password after deploy: %v", role, loginErr)
 }

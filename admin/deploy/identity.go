@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gocql/gocql"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/foldline/foldline/admin/internal/tenantid"
 	"github.com/foldline/foldline/internal/services"
@@ -115,14 +117,18 @@ func quoteCQL(name string) string { return `"` + strings.ReplaceAll(name, `"`, `
 // planCassandraRole plans the tenant's Cassandra role: it can log in with
 // its password and holds every permission on the tenant's keyspace, and
 // nothing else (no superuser, no other keyspace, no role management). It
-// runs after the keyspace's creation, which the grant needs.
+// runs after the keyspace's creation, which the grant needs. An existing
+// role keeps its password while that is the one derived from the signing
+// key (Cassandra refuses changing a password twice within 5 s, and deploy
+// runs often), and gets it again otherwise: after the key was rotated, or
+// the password changed by hand, the sinks could not log in.
 func (pl *planner) planCassandraRole(ctx context.Context) error {
 	id, ks := pl.identity, pl.set.Tenant.Keyspace
 	if id.Role == "" || id.CassandraUser == "" {
 		return nil
 	}
-	var name string
-	err := pl.cql.Query(`SELECT role FROM system_auth.roles WHERE role = ?`, id.Role).WithContext(ctx).Scan(&name)
+	var hash string
+	err := pl.cql.Query(`SELECT salted_hash FROM system_auth.roles WHERE role = ?`, id.Role).WithContext(ctx).Scan(&hash)
 	exists := err == nil
 	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
 		return fmt.Errorf("reading role %s: %w", id.Role, err)
@@ -134,16 +140,21 @@ func (pl *planner) planCassandraRole(ctx context.Context) error {
 		return fmt.Errorf("reading the permissions of role %s: %w", id.Role, err)
 	}
 	grant := fmt.Sprintf("GRANT ALL PERMISSIONS ON KEYSPACE %s TO %s", quoteCQL(ks), quoteCQL(id.Role))
-	// The password is derived, so an existing role has it already (Cassandra
-	// refuses changing a password twice within 5 s, and deploy runs often).
 	create := fmt.Sprintf("CREATE ROLE IF NOT EXISTS %s WITH PASSWORD = '%s' AND LOGIN = true", quoteCQL(id.Role), id.CassandraPassword)
+	details := []string{"login limited to keyspace " + ks}
 	var steps []string
-	switch {
-	case !exists:
+	if !exists {
 		steps = []string{create, grant}
-	case len(perms) == 0:
-		steps = []string{grant}
-	default:
+	} else {
+		if bcrypt.CompareHashAndPassword([]byte(hash), []byte(id.CassandraPassword)) != nil {
+			steps = append(steps, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD = '%s' AND LOGIN = true", quoteCQL(id.Role), id.CassandraPassword))
+			details = append(details, "password: not the one derived from the signing key (a new key, or changed by hand): set again")
+		}
+		if len(perms) == 0 {
+			steps = append(steps, grant)
+		}
+	}
+	if len(steps) == 0 {
 		pl.add(Change{Action: Keep, Kind: "cassandra role", Name: id.Role})
 		return nil
 	}
@@ -151,10 +162,21 @@ func (pl *planner) planCassandraRole(ctx context.Context) error {
 	if exists {
 		action = Update
 	}
-	pl.add(Change{Action: action, Kind: "cassandra role", Name: id.Role, Details: []string{"login limited to keyspace " + ks},
+	pl.add(Change{Action: action, Kind: "cassandra role", Name: id.Role, Details: details,
 		apply: func(ctx context.Context) error {
 			for _, q := range steps {
-				if err := pl.cql.Query(q).WithContext(ctx).Exec(); err != nil {
+				err := pl.cql.Query(q).WithContext(ctx).Exec()
+				if err != nil && strings.Contains(err.Error(), "can only be changed every") {
+					// Changed moments ago (by hand, or by another deploy):
+					// Cassandra takes the next change after its 5 s.
+					select {
+					case <-ctx.Done():
+						return fmt.Errorf("setting up role %s: %w", id.Role, ctx.Err())
+					case <-time.After(passwordChangeInterval):
+					}
+					err = pl.cql.Query(q).WithContext(ctx).Exec()
+				}
+				if err != nil {
 					return fmt.Errorf("setting up role %s: %w", id.Role, err)
 				}
 			}
@@ -162,6 +184,10 @@ func (pl *planner) planCassandraRole(ctx context.Context) error {
 		}})
 	return nil
 }
+
+// passwordChangeInterval is a little more than the 5 s Cassandra 5.0 leaves
+// between two changes of one role's password.
+const passwordChangeInterval = 5500 * time.Millisecond
 
 // writeCredentials writes the tenant's credentials, as FOLDLINE_*
 // environment settings the foldline command reads, to
