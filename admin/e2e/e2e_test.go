@@ -272,7 +272,7 @@ func (s *shop) waitForResult(t testing.TB, want shopfold.Result, timeout time.Du
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("views still differ from the fold of %d ledger events after %v:\n%s\nsubscriptions:\n%s", len(s.ledger), timeout, last, s.subscriptionReport(t))
+			t.Fatalf("views still differ from the fold of %d ledger events after %v:\n%s\nsubscriptions:\n%s\noperations:\n%s", len(s.ledger), timeout, last, s.subscriptionReport(t), s.opsReport(t, last))
 		}
 		time.Sleep(time.Second)
 	}

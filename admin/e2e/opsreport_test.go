@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/transform/memview"
+)
+
+// opsReport reads every view operation the tenant's ops topics hold and,
+// for each row a diff line names ("product_sales sku-10 = …"), says what
+// those operations fold to with each origin counted once, how many came
+// more than once, and where an origin partition's operations for the row
+// first came out of their order. It tells a loss before the sink (the
+// topics lack the operation, or hold it out of order, so the sink skipped
+// it) from one in the sink or the subscription feeding it (the topics have
+// it, in order).
+func (s *shop) opsReport(t testing.TB, diffText string) string {
+	rows := map[string]bool{} // "view key" the diff names
+	for line := range strings.Lines(diffText) {
+		if f := strings.Fields(line); len(f) >= 2 {
+			rows[f[0]+" "+f[1]] = true
+		}
+	}
+	if len(rows) == 0 {
+		return "(no rows to report)"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := s.pulsarAdmin(t)
+	ns, err := utils.GetNameSpaceName(s.tenant, pipelineNS)
+	if err != nil {
+		return fmt.Sprintf("(no operations report: %v)", err)
+	}
+	_, topics, err := admin.Topics().List(*ns)
+	if err != nil {
+		return fmt.Sprintf("(no operations report: listing topics: %v)", err)
+	}
+	client, err := pulsar.NewClient(s.svc.PulsarClientOptions())
+	if err != nil {
+		return fmt.Sprintf("(no operations report: %v)", err)
+	}
+	defer client.Close()
+
+	type seen struct {
+		ops   map[string]envelope.ViewOp // origin → the first operation with it
+		dups  int
+		last  map[string]envelope.Position // origin topic → latest first occurrence
+		order []string                     // first occurrences that came after a later one
+	}
+	byRow := map[string]*seen{}
+	var b strings.Builder
+	slices.Sort(topics)
+	for _, topic := range topics {
+		name := topic[strings.LastIndex(topic, "/")+1:]
+		if !strings.HasSuffix(name, "-ops") && !strings.Contains(name, "-ops-partition-") {
+			continue
+		}
+		n, err := readOps(ctx, client, topic, func(op envelope.ViewOp, origin envelope.Origin) {
+			for _, v := range op.Key {
+				id := op.View + " " + strings.Trim(string(v), `"`)
+				if !rows[id] {
+					continue
+				}
+				r := byRow[id]
+				if r == nil {
+					r = &seen{ops: map[string]envelope.ViewOp{}, last: map[string]envelope.Position{}}
+					byRow[id] = r
+				}
+				if _, dup := r.ops[origin.String()]; dup {
+					r.dups++
+					continue
+				}
+				r.ops[origin.String()] = op
+				if prev, ok := r.last[origin.Topic]; ok && origin.Position.Compare(prev) < 0 && len(r.order) < 5 {
+					r.order = append(r.order, fmt.Sprintf("%s after %s in %s", origin.Position, prev, topic))
+				}
+				if prev, ok := r.last[origin.Topic]; !ok || origin.Position.Compare(prev) > 0 {
+					r.last[origin.Topic] = origin.Position
+				}
+			}
+		})
+		fmt.Fprintf(&b, "%s: %d operations read", topic, n)
+		if err != nil {
+			fmt.Fprintf(&b, " (%v)", err)
+		}
+		b.WriteString("\n")
+	}
+	for _, id := range slices.Sorted(maps.Keys(rows)) {
+		r := byRow[id]
+		if r == nil {
+			fmt.Fprintf(&b, "%s: no operation in the topics\n", id)
+			continue
+		}
+		views := memview.New()
+		for _, origin := range slices.Sorted(maps.Keys(r.ops)) {
+			if err := views.Apply(r.ops[origin]); err != nil {
+				fmt.Fprintf(&b, "%s: folding %s: %v\n", id, origin, err)
+			}
+		}
+		view, _, _ := strings.Cut(id, " ")
+		fmt.Fprintf(&b, "%s: %d distinct operations (%d more than once), folded once each: %v; out of order: %v\n",
+			id, len(r.ops), r.dups, views.Rows(view), r.order)
+	}
+	return b.String()
+}
+
+// readOps reads topic from its first message to its last, calling f with
+// each view operation and its origin, and returns how many it read.
+func readOps(ctx context.Context, client pulsar.Client, topic string, f func(envelope.ViewOp, envelope.Origin)) (int, error) {
+	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		return 0, err
+	}
+	defer reader.Close()
+	n := 0
+	for reader.HasNext() {
+		msg, err := reader.Next(ctx)
+		if err != nil {
+			return n, err
+		}
+		op, err := envelope.DecodeViewOp(msg.Payload())
+		if err != nil {
+			continue // not an operation: a dead letter's topic, say
+		}
+		origin, err := envelope.OriginFromProperties(msg.Properties())
+		if err != nil {
+			continue
+		}
+		f(op, origin)
+		n++
+	}
+	return n, nil
+}
