@@ -400,10 +400,7 @@ func checkRolePassword(t *testing.T, opts deploy.Options, tenant string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pending []deploy.Change
-	for _, c := range plan.Pending() {
-		pending = append(pending, c)
-	}
+	pending := plan.Pending()
 	if len(pending) != 1 || pending[0].Kind != "cassandra role" || pending[0].Action != deploy.Update ||
 		!strings.Contains(strings.Join(pending[0].Details, " "), "password: not the one derived") {
 		t.Fatalf("the plan after the password changed: %+v; want only the role, updated for its password", pending)

@@ -127,11 +127,9 @@ func (pl *planner) planCassandraRole(ctx context.Context) error {
 	if id.Role == "" || id.CassandraUser == "" {
 		return nil
 	}
-	var hash string
-	err := pl.cql.Query(`SELECT salted_hash FROM system_auth.roles WHERE role = ?`, id.Role).WithContext(ctx).Scan(&hash)
-	exists := err == nil
-	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
-		return fmt.Errorf("reading role %s: %w", id.Role, err)
+	hash, exists, err := roleHash(ctx, pl.cql, id.Role)
+	if err != nil {
+		return err
 	}
 	var perms []string
 	err = pl.cql.Query(`SELECT permissions FROM system_auth.role_permissions WHERE role = ? AND resource = ?`, id.Role, "data/"+ks).
@@ -185,6 +183,19 @@ func (pl *planner) planCassandraRole(ctx context.Context) error {
 	return nil
 }
 
+// roleHash reads role's password hash from system_auth.roles (bcrypt; ""
+// for a role without a password), and whether the role exists.
+func roleHash(ctx context.Context, cql *gocql.Session, role string) (hash string, exists bool, err error) {
+	err = cql.Query(`SELECT salted_hash FROM system_auth.roles WHERE role = ?`, role).WithContext(ctx).Scan(&hash)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("reading role %s: %w", role, err)
+	}
+	return hash, true, nil
+}
+
 // passwordChangeInterval is a little more than the 5 s Cassandra 5.0 leaves
 // between two changes of one role's password.
 const passwordChangeInterval = 5500 * time.Millisecond
@@ -233,13 +244,12 @@ func (id identity) leftovers(ctx context.Context, cql *gocql.Session, tenant str
 		return "", "", nil
 	}
 	if id.CassandraUser != "" {
-		var name string
-		err := cql.Query(`SELECT role FROM system_auth.roles WHERE role = ?`, id.Role).WithContext(ctx).Scan(&name)
-		switch {
-		case err == nil:
+		_, exists, err := roleHash(ctx, cql, id.Role)
+		if err != nil {
+			return "", "", err
+		}
+		if exists {
 			role = id.Role
-		case !errors.Is(err, gocql.ErrNotFound):
-			return "", "", fmt.Errorf("reading role %s: %w", id.Role, err)
 		}
 	}
 	path, err := id.credentialsPath(tenant)

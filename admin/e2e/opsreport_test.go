@@ -81,11 +81,12 @@ func (s *shop) opsReport(t testing.TB, diffText string) string {
 					continue
 				}
 				r.ops[origin.String()] = op
-				if prev, ok := r.last[origin.Topic]; ok && origin.Position.Compare(prev) < 0 && len(r.order) < 5 {
-					r.order = append(r.order, fmt.Sprintf("%s after %s in %s", origin.Position, prev, topic))
-				}
-				if prev, ok := r.last[origin.Topic]; !ok || origin.Position.Compare(prev) > 0 {
+				prev, ok := r.last[origin.Topic]
+				switch {
+				case !ok || origin.Position.Compare(prev) > 0:
 					r.last[origin.Topic] = origin.Position
+				case len(r.order) < 5:
+					r.order = append(r.order, fmt.Sprintf("%s after %s in %s", origin.Position, prev, topic))
 				}
 			}
 		})
