@@ -325,7 +325,11 @@ func (a *Applier) foldRow(ctx context.Context, task []*rowJob) *rowUpdate {
 	sawDelete := false
 	for i, job := range task {
 		for _, op := range job.group.ops {
+			had := u.after.applied[op.origin.Topic]
 			applied, err := a.view.fold(u.after, op)
+			if a.settings.Trace {
+				traceOp(job.group.rowKey, op, had, applied, err)
+			}
 			switch {
 			case err != nil:
 				job.batch.res.Errs[op.index] = fmt.Errorf("%w: %w", ErrRejected, err)
@@ -346,6 +350,21 @@ func (a *Applier) foldRow(ctx context.Context, task []*rowJob) *rowUpdate {
 	}
 	u.write = w
 	return u
+}
+
+// traceOp logs what folding op into its row did (Settings.Trace): the
+// row, the operation's origin and position, the row's last position of
+// that origin before it, and whether the operation was applied, skipped
+// as applied before, or rejected.
+func traceOp(rowKey string, op boundOp, had envelope.Position, applied bool, err error) {
+	fate := "applied"
+	switch {
+	case err != nil:
+		fate = "rejected: " + err.Error()
+	case !applied:
+		fate = "skipped as applied"
+	}
+	slog.Info("trace", "row", rowKey, "origin", op.origin.Topic, "position", op.origin.Position.String(), "row_had", had.String(), "fate", fate)
 }
 
 // writeUpdate writes one folded row with a request of its own.

@@ -130,9 +130,9 @@ func TestParseConfig(t *testing.T) {
 			}
 		}},
 		{name: "explicit values", conf: with(map[string]any{"hosts": "a:9042, b", "batch_size": 10, "linger": "2ms", "row_cache": 0, "rows_per_write": 1,
-			"replication": map[string]any{"class": "NetworkTopologyStrategy", "dc1": "3"}}), check: func(t *testing.T, c Config) {
+			"trace": true, "replication": map[string]any{"class": "NetworkTopologyStrategy", "dc1": "3"}}), check: func(t *testing.T, c Config) {
 			if !slices.Equal(c.Settings.Hosts, []string{"a:9042", "b"}) || c.Settings.BatchSize != 10 || c.Settings.Linger != 2*time.Millisecond ||
-				c.Settings.cacheRows() != 0 || c.Settings.RowsPerWrite != 1 || c.Settings.Replication["dc1"] != "3" {
+				c.Settings.cacheRows() != 0 || c.Settings.RowsPerWrite != 1 || c.Settings.Replication["dc1"] != "3" || !c.Settings.Trace {
 				t.Errorf("settings = %+v", c.Settings)
 			}
 		}},

@@ -70,6 +70,11 @@ type Settings struct {
 	// documentation. Default 100000; -1 here, or 0 in user config, switches
 	// it off.
 	RowCache int
+	// Trace logs the fate of every operation (trace in user config): its
+	// row, origin position, the row's position before it, and whether it
+	// was applied or skipped as applied before. For finding where an
+	// operation went; it writes a log line per operation.
+	Trace bool
 	// MaxValueBytes bounds a text value; a larger one is dead-lettered
 	// rather than sent (Cassandra refuses very large mutations). Default 1 MiB.
 	MaxValueBytes int
@@ -290,6 +295,7 @@ type userConfig struct {
 	RetryBackoffMax string      `json:"retry_backoff_max"`
 	Timeout         string      `json:"timeout"`
 	RowCache        *int        `json:"row_cache"`
+	Trace           bool        `json:"trace"`
 	MaxValueBytes   *int        `json:"max_value_bytes"`
 	Registry        string      `json:"registry"`
 	BuildingBatch   *int        `json:"building_batch_size"`
@@ -411,6 +417,7 @@ func (u userConfig) settings() (Settings, []error) {
 	s.MaxValueBytes = explicit(u.MaxValueBytes, -1)
 	s.BuildingBatchSize = explicit(u.BuildingBatch, -1)
 	s.RowCache = explicit(u.RowCache, -1) // 0 in user config switches the cache off
+	s.Trace = u.Trace
 	s.TLS = u.tlsSettings()
 	s = s.Defaults()
 	if err := s.Validate(); err != nil {
