@@ -92,7 +92,7 @@ func open(opts Options) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := tenantIdentity(opts.Services, set.Tenant.Name)
+	id, err := tenantIdentity(context.Background(), opts.Services, cql, set.Tenant.Name)
 	if err != nil {
 		cql.Close()
 		return nil, err

@@ -200,7 +200,7 @@ func TestDeployShopPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatalf("destroy --purge: %v", err)
 	}
-	role := tenantid.RoleFor(tenant)
+	role := tenantid.RoleFor(tenant, 0)
 	if !slices.Contains(purged, "dropped cassandra role "+role) || !slices.Contains(purged, "removed credentials file "+credentials) {
 		t.Errorf("destroy --purge says it removed %q; want the role %s and %s among them", purged, role, credentials)
 	}
@@ -222,6 +222,64 @@ func TestDeployShopPipeline(t *testing.T) {
 	}
 	if kept := slices.DeleteFunc(slices.Clone(plan.Changes), func(c deploy.Change) bool { return c.Action == deploy.Create }); len(kept) != 0 {
 		t.Errorf("the plan after destroy --purge has more than creations: %+v", kept)
+	}
+	if !slices.Contains(purged, "tenant name "+tenant+": the next tenant of this name gets credentials of its own (role "+tenantid.RoleFor(tenant, 1)+")") {
+		t.Errorf("destroy --purge says %q; want it to name the next role of the name", purged)
+	}
+	checkNextGeneration(t, opts, tenant, plan)
+}
+
+// checkNextGeneration deploys the tenant again after its purge and checks
+// that it runs under credentials of its own: the plan creates the name's
+// next role, the credentials file holds the new token and password, the
+// purged tenant's token is no admin of the new tenant (and the new one is)
+// and the purged tenant's Cassandra login is refused.
+func checkNextGeneration(t *testing.T, opts deploy.Options, tenant string, plan *deploy.Plan) {
+	ctx := t.Context()
+	svc := opts.Services
+	key, err := tenantid.ReadKey(svc.PulsarSecretKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, next := tenantid.Derive(key, tenant, 0), tenantid.Derive(key, tenant, 1)
+	if !slices.ContainsFunc(plan.Changes, func(c deploy.Change) bool {
+		return c.Kind == "cassandra role" && c.Name == next.Role && c.Action == deploy.Create
+	}) {
+		t.Fatalf("the plan after destroy --purge: %+v; want role %s created", plan.Changes, next.Role)
+	}
+	if _, err := deploy.Deploy(ctx, opts); err != nil {
+		t.Fatalf("deploying the tenant again after destroy --purge: %v", err)
+	}
+	env, err := os.ReadFile(filepath.Join(filepath.Dir(svc.PulsarSecretKeyFile), "tenants", tenant+".env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(env), "FOLDLINE_PULSAR_TOKEN="+next.PulsarToken+"\n") ||
+		!strings.Contains(string(env), "FOLDLINE_CASSANDRA_USER="+next.Role+"\n") ||
+		strings.Contains(string(env), old.CassandraPassword) {
+		t.Errorf("the credentials file after deploying the purged name again does not hold the new role's credentials only")
+	}
+	admins := func(token string) error {
+		as := svc
+		as.PulsarToken, as.PulsarTokenFile = token, ""
+		clients, err := pulsarx.Connect(as)
+		if err != nil {
+			return err
+		}
+		_, err = clients.Admin.Namespaces().GetNamespaces(tenant)
+		return err
+	}
+	if err := admins(next.PulsarToken); err != nil {
+		t.Errorf("the new tenant's token listing its namespaces: %v", err)
+	}
+	if err := admins(old.PulsarToken); err == nil {
+		t.Errorf("the purged tenant's token lists the namespaces of the tenant deployed again under its name")
+	}
+	asOld := svc
+	asOld.CassandraUser, asOld.CassandraPassword, asOld.CassandraPasswordFile = old.Role, old.CassandraPassword, ""
+	if session, err := cqlx.Connect(asOld); err == nil {
+		session.Close()
+		t.Errorf("the purged tenant's Cassandra login %s still logs in", old.Role)
 	}
 }
 
@@ -331,7 +389,7 @@ func createWithPulsarAdmin(t *testing.T, opts deploy.Options, tenant string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		args = append(args, "--secrets", `{"token":"`+tenantid.Derive(k, tenant).PulsarToken+`"}`)
+		args = append(args, "--secrets", `{"token":"`+tenantid.Derive(k, tenant, 0).PulsarToken+`"}`)
 	}
 	cmd := exec.CommandContext(t.Context(), filepath.Join(testenv.RepoRoot(), "scripts", "pulsar-admin"), args...)
 	out, err := cmd.CombinedOutput()
@@ -392,7 +450,7 @@ func checkRolePassword(t *testing.T, opts deploy.Options, tenant string) {
 		t.Fatal(err)
 	}
 	defer session.Close()
-	role := tenantid.RoleFor(tenant)
+	role := tenantid.RoleFor(tenant, 0)
 	if err := session.Query(`ALTER ROLE "` + role + `" WITH PASSWORD = 'changed-by-hand'`).Exec(); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/owner"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/internal/tenantid"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/internal/cqlname"
 )
@@ -88,6 +89,16 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 		}
 	}
 	if opts.Purge {
+		// The name's next generation first, so that a purge that stops
+		// half way cannot leave the next tenant of this name the
+		// credentials of this one (see tenantGeneration).
+		if s.identity.Role != "" {
+			generation, err := nextGeneration(ctx, s.cql, t.Name, s.identity.generation)
+			if err != nil {
+				return removed, err
+			}
+			note("tenant name %s: the next tenant of this name gets credentials of its own (role %s)", t.Name, tenantid.RoleFor(t.Name, generation))
+		}
 		more, err := purge(ctx, s.pulsar, s.cql, t.Name, t.Keyspace)
 		if err == nil {
 			var forgotten []string
@@ -238,11 +249,11 @@ func PreviewDestroy(ctx context.Context, opts DestroyOptions) ([]string, error) 
 		return nil, fmt.Errorf("listing the tables of keyspace %s: %w", t.Keyspace, err)
 	}
 	lines = append(lines, fmt.Sprintf("keyspace %s with its %d tables %v", t.Keyspace, len(tables), tables))
-	role, credentials, err := s.identity.leftovers(ctx, s.cql, t.Name)
+	roles, credentials, err := s.identity.leftovers(ctx, s.cql, t.Name)
 	if err != nil {
 		return nil, err
 	}
-	if role != "" {
+	for _, role := range roles {
 		lines = append(lines, "cassandra role "+role+" (the tenant's own login)")
 	}
 	if credentials != "" {

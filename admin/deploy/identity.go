@@ -41,14 +41,17 @@ type identity struct {
 	// keyFile is the signing key's file, beside which deploy writes the
 	// tenant's credentials.
 	keyFile string
+	// generation is the tenant name's (tenantGeneration).
+	generation int
 }
 
 // tenantIdentity returns who tenant's functions run as. With a signing key
-// the tenant gets a role of its own (tenantid): a Pulsar token, and, when
-// Cassandra wants a login, a Cassandra role limited to the tenant's
-// keyspace. Without a key, on an open Pulsar, the functions get no token
-// and the sinks log in as the deployer.
-func tenantIdentity(svc services.Services, tenant string) (identity, error) {
+// the tenant gets a role of its own (tenantid), of its name's generation
+// (see tenantGeneration): a Pulsar token, and, when Cassandra wants a
+// login, a Cassandra role limited to the tenant's keyspace. Without a key,
+// on an open Pulsar, the functions get no token and the sinks log in as
+// the deployer.
+func tenantIdentity(ctx context.Context, svc services.Services, cql *gocql.Session, tenant string) (identity, error) {
 	user, password, err := svc.CassandraCredentials()
 	if err != nil {
 		return identity{}, err
@@ -63,8 +66,12 @@ func tenantIdentity(svc services.Services, tenant string) (identity, error) {
 	if err != nil {
 		return identity{}, err
 	}
-	tid := tenantid.Derive(key, tenant)
-	id := identity{Role: tid.Role, PulsarToken: tid.PulsarToken, keyFile: svc.PulsarSecretKeyFile}
+	generation, err := tenantGeneration(ctx, cql, tenant)
+	if err != nil {
+		return identity{}, err
+	}
+	tid := tenantid.Derive(key, tenant, generation)
+	id := identity{Role: tid.Role, PulsarToken: tid.PulsarToken, keyFile: svc.PulsarSecretKeyFile, generation: generation}
 	if user != "" {
 		id.CassandraUser, id.CassandraPassword = tid.Role, tid.CassandraPassword
 	}
@@ -237,43 +244,57 @@ func (id identity) credentialsPath(tenant string) (string, error) {
 }
 
 // leftovers lists what of the tenant's identity deploy made and purge is to
-// remove: its Cassandra role, when it exists, and its credentials file,
-// when it exists.
-func (id identity) leftovers(ctx context.Context, cql *gocql.Session, tenant string) (role, credentials string, err error) {
+// remove: its Cassandra roles, of every generation of its name that still
+// has one (a purge that stopped half way may have left an older one), and
+// its credentials file, when it exists.
+func (id identity) leftovers(ctx context.Context, cql *gocql.Session, tenant string) (roles []string, credentials string, err error) {
 	if id.Role == "" {
-		return "", "", nil
+		return nil, "", nil
 	}
 	if id.CassandraUser != "" {
-		_, exists, err := roleHash(ctx, cql, id.Role)
-		if err != nil {
-			return "", "", err
-		}
-		if exists {
-			role = id.Role
+		if roles, err = tenantRoles(ctx, cql, tenant); err != nil {
+			return nil, "", err
 		}
 	}
 	path, err := id.credentialsPath(tenant)
 	if err != nil {
-		return "", "", fmt.Errorf("the credentials of tenant %q: %w", tenant, err)
+		return nil, "", fmt.Errorf("the credentials of tenant %q: %w", tenant, err)
 	}
 	if _, err := os.Stat(path); err == nil {
 		credentials = path
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", "", fmt.Errorf("the credentials of tenant %s: %w", tenant, err)
+		return nil, "", fmt.Errorf("the credentials of tenant %s: %w", tenant, err)
 	}
-	return role, credentials, nil
+	return roles, credentials, nil
+}
+
+// tenantRoles lists the Cassandra roles of tenant's name, of any
+// generation (tenantid.IsRoleOf).
+func tenantRoles(ctx context.Context, cql *gocql.Session, tenant string) ([]string, error) {
+	var roles []string
+	iter := cql.Query(`SELECT role FROM system_auth.roles`).WithContext(ctx).Iter()
+	for role := ""; iter.Scan(&role); {
+		if tenantid.IsRoleOf(role, tenant) {
+			roles = append(roles, role)
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("listing the roles of tenant %s: %w", tenant, err)
+	}
+	slices.Sort(roles)
+	return roles, nil
 }
 
 // forget removes what leftovers lists, once the tenant's keyspace is gone:
-// its Cassandra role (the login the tenant's sinks used) and its
+// its Cassandra roles (the login the tenant's sinks used) and its
 // credentials file. It returns what it removed.
 func (id identity) forget(ctx context.Context, cql *gocql.Session, tenant string) ([]string, error) {
-	role, credentials, err := id.leftovers(ctx, cql, tenant)
+	roles, credentials, err := id.leftovers(ctx, cql, tenant)
 	if err != nil {
 		return nil, err
 	}
 	var done []string
-	if role != "" {
+	for _, role := range roles {
 		if err := cql.Query(`DROP ROLE IF EXISTS ` + quoteCQL(role)).WithContext(ctx).Exec(); err != nil {
 			return done, fmt.Errorf("dropping role %s: %w", role, err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/exitcode"
 )
 
@@ -56,7 +57,13 @@ holding the values. The output holds the credentials: pipe it to kubectl.`,
 			if err != nil {
 				return err
 			}
-			id, err := tenantIdentity(opts.Services, set.Tenant.Name)
+			// The tenant name's generation is on the cluster.
+			cql, err := cqlx.Connect(opts.Services)
+			if err != nil {
+				return err
+			}
+			defer cql.Close()
+			id, err := tenantIdentity(cmd.Context(), opts.Services, cql, set.Tenant.Name)
 			if err != nil {
 				return err
 			}

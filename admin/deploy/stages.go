@@ -27,7 +27,7 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 	tableOf, stopTables := createTables(ctx, cql, set, stages)
 	defer stopTables()
 	builder := opts.builder()
-	id, err := tenantIdentity(opts.Services, set.Tenant.Name)
+	id, err := tenantIdentity(ctx, opts.Services, cql, set.Tenant.Name)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	b := deployShop(t, "isob")
 	a := deployShop(t, "isoa")
-	idA := tenantid.Derive(key, a.tenant)
+	idA := tenantid.Derive(key, a.tenant, 0)
 	asA := services.Services{
 		PulsarURL: svc.PulsarURL, PulsarAdminURL: svc.PulsarAdminURL, CassandraHost: svc.CassandraHost,
 		PulsarToken: idA.PulsarToken, CassandraUser: idA.Role, CassandraPassword: idA.CassandraPassword,
@@ -307,7 +307,7 @@ func TestTenantIsolation(t *testing.T) {
 			t.Errorf("listing B's topics without a token: error %v (HTTP %d), want 401", err, code)
 		}
 
-		idB := tenantid.Derive(key, b.tenant)
+		idB := tenantid.Derive(key, b.tenant, 0)
 		asB := services.Services{CassandraHost: svc.CassandraHost, CassandraUser: idB.Role, CassandraPassword: idB.CassandraPassword}
 		cassandraSession(t, asB) // B's role logs in with its own password
 		requireCassandraRefused(t, "no credentials", services.Services{CassandraHost: svc.CassandraHost}, b.keyspace, "authentication required")
@@ -328,7 +328,7 @@ func TestTenantIsolation(t *testing.T) {
 			`DROP KEYSPACE "` + b.keyspace + `"`,
 			`CREATE KEYSPACE intruder WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}`,
 			`GRANT ALL PERMISSIONS ON KEYSPACE "` + b.keyspace + `" TO "` + idA.Role + `"`,
-			`ALTER ROLE "` + tenantid.RoleFor(b.tenant) + `" WITH PASSWORD = 'mine'`,
+			`ALTER ROLE "` + tenantid.RoleFor(b.tenant, 0) + `" WITH PASSWORD = 'mine'`,
 		} {
 			err := session.Query(q).Exec()
 			var reqErr gocql.RequestError
@@ -409,7 +409,7 @@ func topicEntries(t *testing.T, svc services.Services, topic string) int64 {
 // the tenant's Cassandra login, never the superuser's.
 func requireRunsAs(t *testing.T, svc services.Services, key []byte, tenant string, sinks []string) {
 	t.Helper()
-	id := tenantid.Derive(key, tenant)
+	id := tenantid.Derive(key, tenant, 0)
 	superToken, err := svc.PulsarTokenValue()
 	if err != nil {
 		t.Fatal(err)

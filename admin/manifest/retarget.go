@@ -107,7 +107,7 @@ var tenantPattern = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 // CheckTenantName returns an error (ErrTenantName) for a name that is not
 // lower-case letters, digits and '-', starting with a letter, at most
 // cqlname.MaxLength characters, or whose keyspace would be one of
-// Cassandra's own (system…).
+// Cassandra's own (system…) or Foldline's (SystemKeyspace).
 func CheckTenantName(tenant string) error {
 	switch {
 	case len(tenant) > cqlname.MaxLength || !tenantPattern.MatchString(tenant):
@@ -115,9 +115,16 @@ func CheckTenantName(tenant string) error {
 			tenant, cqlname.MaxLength, ErrTenantName)
 	case strings.HasPrefix(tenant, "system"):
 		return fmt.Errorf("%q: its keyspace would be one of Cassandra's own (system…): %w", tenant, ErrTenantName)
+	case KeyspaceFor(tenant) == SystemKeyspace:
+		return fmt.Errorf("%q: its keyspace would be Foldline's own (%s): %w", tenant, SystemKeyspace, ErrTenantName)
 	}
 	return nil
 }
+
+// SystemKeyspace is Foldline's own keyspace, which no tenant's is: deploy
+// keeps there what must outlive a tenant (how many times a tenant name was
+// purged, see package deploy).
+const SystemKeyspace = "foldline"
 
 // KeyspaceFor returns a tenant's keyspace: its name with '-' as '_'. For
 // names CheckTenantName accepts, two tenants never get one keyspace.

@@ -26,6 +26,8 @@ func TestKeyspaceForIsOneToOne(t *testing.T) {
 		{name: "leading dash", tenant: "-shop"},
 		{name: "Cassandra's own keyspace", tenant: "system-auth"},
 		{name: "Cassandra's own keyspace, plain", tenant: "system"},
+		{name: "Foldline's own keyspace", tenant: "foldline"},
+		{name: "named like Foldline's keyspace, longer", tenant: "foldline-shop", keyspace: "foldline_shop", ok: true},
 		{name: "too long for a keyspace", tenant: "a" + strings.Repeat("b", 48)},
 		{name: "quote", tenant: `a"b`},
 	}
