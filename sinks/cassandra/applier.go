@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -353,7 +354,7 @@ func (a *Applier) foldRow(ctx context.Context, task []*rowJob) *rowUpdate {
 }
 
 // traceOp logs what folding op into its row did (Settings.Trace): the
-// row, the operation's origin and position, the row's last position of
+// process (one per sink instance), the row, the operation's origin and position, the row's last position of
 // that origin before it, and whether the operation was applied, skipped
 // as applied before, or rejected.
 func traceOp(rowKey string, op boundOp, had envelope.Position, applied bool, err error) {
@@ -364,7 +365,7 @@ func traceOp(rowKey string, op boundOp, had envelope.Position, applied bool, err
 	case !applied:
 		fate = "skipped as applied"
 	}
-	slog.Info("trace", "row", rowKey, "origin", op.origin.Topic, "position", op.origin.Position.String(), "row_had", had.String(), "fate", fate)
+	slog.Info("trace", "pid", os.Getpid(), "row", rowKey, "origin", op.origin.Topic, "position", op.origin.Position.String(), "row_had", had.String(), "fate", fate)
 }
 
 // writeUpdate writes one folded row with a request of its own.
