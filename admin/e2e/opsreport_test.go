@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/transform/memview"
+	"github.com/foldline/foldline/internal/services"
 )
 
 // opsReport reads every view operation the tenant's ops topics hold and,
@@ -108,11 +112,86 @@ func (s *shop) opsReport(t testing.TB, diffText string) string {
 				fmt.Fprintf(&b, "%s: folding %s: %v\n", id, origin, err)
 			}
 		}
-		view, _, _ := strings.Cut(id, " ")
+		view, key, _ := strings.Cut(id, " ")
 		fmt.Fprintf(&b, "%s: %d distinct operations (%d more than once), folded once each: %v; out of order: %v\n",
 			id, len(r.ops), r.dups, views.Rows(view), r.order)
+		b.WriteString(s.traceReport(key, slices.Collect(maps.Keys(r.ops))))
 	}
 	return b.String()
+}
+
+// traceReport reads the sinks' trace (the sink setting trace, which the
+// test manifests turn on; the worker copies each instance's output to the
+// stack's pulsar.out) for the row with key and says which sink processes
+// applied its operations and, for each of origins (the operations the
+// topics hold) that no process applied, every line about it: skipped as
+// applied while the row held a later position of its partition (it came
+// after a later one), or never seen (lost before the sink, or the trace is
+// incomplete).
+func (s *shop) traceReport(key string, origins []string) string {
+	path := filepath.Join(services.StackDir(), "pulsar", "logs", "pulsar.out")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("  (no sink trace: %v)\n", err)
+	}
+	rowField := fmt.Sprintf("row=%q", strconv.Quote(key)+",")
+	tenantOrigin := "origin=persistent://" + s.tenant + "/"
+	applied := map[string]bool{}
+	about := map[string][]string{} // origin → its trace lines
+	pids := map[string]int{}       // pid → operations it applied to the row
+	for line := range strings.Lines(string(data)) {
+		if !strings.Contains(line, " trace ") || !strings.Contains(line, rowField) || !strings.Contains(line, tenantOrigin) {
+			continue
+		}
+		fields := traceFields(line)
+		origin := fields["position"] + " " + fields["origin"] // as envelope.Origin.String
+		about[origin] = append(about[origin], strings.TrimSpace(line))
+		if fields["fate"] == "applied" {
+			applied[origin] = true
+			pids[fields["pid"]]++
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  sink trace of %s: operations applied per sink process %v\n", key, pids)
+	for _, origin := range slices.Sorted(slices.Values(origins)) {
+		if applied[origin] {
+			continue
+		}
+		lines := about[origin]
+		if len(lines) == 0 {
+			fmt.Fprintf(&b, "  %s: never reached a sink\n", origin)
+			continue
+		}
+		fmt.Fprintf(&b, "  %s: never applied:\n    %s\n", origin, strings.Join(lines, "\n    "))
+	}
+	return b.String()
+}
+
+// traceFields splits a sink trace line's key=value fields (values quoted
+// when they hold spaces) into a map.
+func traceFields(line string) map[string]string {
+	fields := map[string]string{}
+	rest := line
+	for {
+		eq := strings.Index(rest, "=")
+		if eq < 0 {
+			return fields
+		}
+		name := rest[strings.LastIndex(rest[:eq], " ")+1 : eq]
+		rest = rest[eq+1:]
+		value := rest
+		if strings.HasPrefix(rest, `"`) {
+			if quoted, err := strconv.QuotedPrefix(rest); err == nil {
+				value, _ = strconv.Unquote(quoted)
+				rest = rest[len(quoted):]
+			}
+		} else if sp := strings.IndexAny(rest, " \n"); sp >= 0 {
+			value, rest = rest[:sp], rest[sp:]
+		} else {
+			rest = ""
+		}
+		fields[name] = strings.TrimSpace(value)
+	}
 }
 
 // readOps reads topic from its first message to its last, calling f with
@@ -141,4 +220,14 @@ func readOps(ctx context.Context, client pulsar.Client, topic string, f func(env
 		n++
 	}
 	return n, nil
+}
+
+func TestTraceFields(t *testing.T) {
+	line := `2026/12/05 10:03:41 INFO trace pid=4242 row="\"sku-1\"," origin=persistent://t/ledger/events-partition-2 position=10788:129:26@e1 row_had=10788:129:70@e1 fate="skipped as applied"` + "\n"
+	got := traceFields(line)
+	want := map[string]string{"pid": "4242", "row": `"sku-1",`, "origin": "persistent://t/ledger/events-partition-2",
+		"position": "10788:129:26@e1", "row_had": "10788:129:70@e1", "fate": "skipped as applied"}
+	if !maps.Equal(got, want) {
+		t.Errorf("traceFields = %v, want %v", got, want)
+	}
 }

@@ -60,7 +60,9 @@ func PartitionedShopManifests(t testing.TB, n int) string {
 		edit("functions/"+f+".yaml", fmt.Sprintf("parallelism: %d", n), fmt.Sprintf("parallelism: %d\nproducerConfig:\n  batchBuilder: KEY_BASED", n))
 	}
 	for _, v := range []string{"user_activity", "product_sales"} {
-		edit("views/"+v+".yaml", "  parallelism: 1\n  userConfig:", fmt.Sprintf("  parallelism: %d\n  userConfig:\n    subscriptionType: key_shared\n    row_cache: 0", n))
+		// trace: every operation's fate in the sinks' logs, which the
+		// end-to-end tests' failure reports read.
+		edit("views/"+v+".yaml", "  parallelism: 1\n  userConfig:", fmt.Sprintf("  parallelism: %d\n  userConfig:\n    subscriptionType: key_shared\n    row_cache: 0\n    trace: true", n))
 	}
 	return dir
 }
