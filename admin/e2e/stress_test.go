@@ -30,13 +30,14 @@ func TestPartitionedStressKills(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 2))
-	// The sink of the re-keyed view twice as often as the functions that
-	// feed it.
-	targets := []string{"product_sales_v1-sink", "product-sales", "product_sales_v1-sink", "purchases"}
-	const batch = 400
-	events := generate(t, kills*batch, seed)
-	for i := range kills {
-		s.ingest(t, events[i*batch:(i+1)*batch])
+	// Every stage, the re-keyed view's sink twice as often; batches of
+	// 200 to 2000 events, so that a kill finds the stages idle or busy.
+	targets := append([]string{"product_sales_v1-sink"}, partitionedStages...)
+	events := generate(t, kills*2000, seed)
+	for range kills {
+		n := 200 + rng.IntN(1800)
+		s.ingest(t, events[:n])
+		events = events[n:]
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		s.killOneInstance(t, targets[rng.IntN(len(targets))], rng)
 	}
