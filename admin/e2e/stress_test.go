@@ -3,7 +3,9 @@ package e2e
 import (
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,8 +27,25 @@ func TestPartitionedStressKills(t *testing.T) {
 		t.Skip("set FOLDLINE_STRESS_KILLS to the number of kills to run this stress test")
 	}
 	// The test manifests turn the sinks' trace on: when the views differ,
-	// the failure says which sink process applied or skipped what.
-	s := deployShopFrom(t, "stress", testenv.PartitionedShopManifests(t, partitionCount))
+	// the failure says which sink process applied or skipped what. The
+	// re-keyed view's sink instances take 20 messages at a time, so that
+	// they keep running out of permits and the broker holds their keys'
+	// entries back for redelivery (where Key_Shared's ordering is the most
+	// intricate) when one of them is killed.
+	dir := testenv.PartitionedShopManifests(t, partitionCount)
+	view := filepath.Join(dir, "views", "product_sales.yaml")
+	data, err := os.ReadFile(view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := strings.Replace(string(data), "    trace: true\n", "    trace: true\n    receiverQueueSize: 20\n", 1)
+	if small == string(data) {
+		t.Fatalf("%s turns no trace on to add the receiver queue after", view)
+	}
+	if err := os.WriteFile(view, []byte(small), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := deployShopFrom(t, "stress", dir)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 2))
