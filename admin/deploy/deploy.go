@@ -76,7 +76,7 @@ func (s *session) Close() {
 	}
 }
 
-func open(opts Options) (*session, error) {
+func open(ctx context.Context, opts Options) (*session, error) {
 	if err := checkKubernetesSecret(opts.KubernetesSecret); err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func open(opts Options) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := tenantIdentity(context.Background(), opts.Services, cql, set.Tenant.Name)
+	id, err := tenantIdentity(ctx, opts.Services, cql, set.Tenant.Name)
 	if err != nil {
 		cql.Close()
 		return nil, err
@@ -138,7 +138,7 @@ func (o Options) planner(s *session) *planner {
 // MakePlan returns what deploy would change, changing nothing (it builds
 // the binaries to know whether they changed).
 func MakePlan(ctx context.Context, opts Options) (*Plan, error) {
-	s, err := open(opts)
+	s, err := open(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func (o Options) planWithBackfills(ctx context.Context, s *session) (*Plan, erro
 
 // Deploy brings the cluster to the manifests and waits for the instances.
 func Deploy(ctx context.Context, opts Options) (*Result, error) {
-	s, err := open(opts)
+	s, err := open(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -118,7 +118,7 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 // openTenant opens a session on an existing tenant and reads what its
 // backfills changed.
 func openTenant(ctx context.Context, opts Options) (*session, *backfilled, error) {
-	s, err := open(opts)
+	s, err := open(ctx, opts)
 	if err != nil {
 		return nil, nil, err
 	}
