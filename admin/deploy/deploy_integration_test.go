@@ -247,6 +247,27 @@ func checkNextGeneration(t *testing.T, opts deploy.Options, tenant string, plan 
 	}) {
 		t.Fatalf("the plan after destroy --purge: %+v; want role %s created", plan.Changes, next.Role)
 	}
+	// As a purge that stopped before dropping it would leave it: the
+	// purged tenant's login, which the next deploy drops.
+	session, err := cqlx.Connect(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	if err := session.Query(`CREATE ROLE "` + old.Role + `" WITH PASSWORD = '` + old.CassandraPassword + `' AND LOGIN = true`).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := deploy.MakePlan(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(again.Changes, func(c deploy.Change) bool {
+		return c.Kind == "cassandra role" && c.Name == next.Role && slices.ContainsFunc(c.Details, func(d string) bool {
+			return strings.HasPrefix(d, "drops role "+old.Role+",")
+		})
+	}) {
+		t.Errorf("the plan with the purged tenant's role left: %+v; want role %s's change to drop it", again.Changes, next.Role)
+	}
 	if _, err := deploy.Deploy(ctx, opts); err != nil {
 		t.Fatalf("deploying the tenant again after destroy --purge: %v", err)
 	}

@@ -128,7 +128,8 @@ func quoteCQL(name string) string { return `"` + strings.ReplaceAll(name, `"`, `
 // role keeps its password while that is the one derived from the signing
 // key (Cassandra refuses changing a password twice within 5 s, and deploy
 // runs often), and gets it again otherwise: after the key was rotated, or
-// the password changed by hand, the sinks could not log in.
+// the password changed by hand, the sinks could not log in. The roles of
+// the name's earlier generations (tenantid.RoleFor) are dropped.
 func (pl *planner) planCassandraRole(ctx context.Context) error {
 	id, ks := pl.identity, pl.set.Tenant.Keyspace
 	if id.Role == "" || id.CassandraUser == "" {
@@ -157,6 +158,18 @@ func (pl *planner) planCassandraRole(ctx context.Context) error {
 		}
 		if len(perms) == 0 {
 			steps = append(steps, grant)
+		}
+	}
+	// A purge that stopped half way can leave an earlier generation's
+	// login, granted the keyspace this tenant now uses: it goes.
+	roles, err := tenantRoles(ctx, pl.cql, pl.set.Tenant.Name)
+	if err != nil {
+		return err
+	}
+	for _, old := range roles {
+		if old != id.Role {
+			steps = append(steps, "DROP ROLE IF EXISTS "+quoteCQL(old))
+			details = append(details, "drops role "+old+", the login of an earlier tenant of this name (purged)")
 		}
 	}
 	if len(steps) == 0 {
