@@ -266,7 +266,8 @@ func checkNextGeneration(t *testing.T, opts deploy.Options, tenant string, plan 
 			return strings.HasPrefix(d, "drops role "+old.Role+",")
 		})
 	}) {
-		t.Errorf("the plan with the purged tenant's role left: %+v; want role %s's change to drop it", again.Changes, next.Role)
+		roleChanges := slices.DeleteFunc(slices.Clone(again.Changes), func(c deploy.Change) bool { return c.Kind != "cassandra role" })
+		t.Errorf("the plan's role changes with the purged tenant's role left: %+v; want role %s's change to drop it", roleChanges, next.Role)
 	}
 	if _, err := deploy.Deploy(ctx, opts); err != nil {
 		t.Fatalf("deploying the tenant again after destroy --purge: %v", err)
