@@ -123,36 +123,70 @@ func (s *shop) opsReport(t testing.TB, diffText string) string {
 // traceReport reads the sinks' trace (the sink setting trace, which the
 // test manifests turn on; the worker copies each instance's output to the
 // stack's pulsar.out) for the row with key and says which sink processes
-// applied its operations and, for each of origins (the operations the
-// topics hold) that no process applied, every line about it: skipped as
-// applied while the row held a later position of its partition (it came
-// after a later one), or never seen (lost before the sink, or the trace is
-// incomplete).
+// applied its operations; every application by one process past a position
+// that another had applied, from a row read without it (a second writer
+// of the row at the same time, or an operation delivered after a later
+// one); and, for each of origins (the operations the topics hold) that no
+// process applied, every line about it: skipped as applied while the row
+// held a later position of its partition (it came after a later one), or
+// never seen (lost before the sink, or the trace is incomplete).
 func (s *shop) traceReport(key string, origins []string) string {
 	path := filepath.Join(services.StackDir(), "pulsar", "logs", "pulsar.out")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("  (no sink trace: %v)\n", err)
 	}
+	return analyzeTrace(string(data), s.tenant, key, origins)
+}
+
+// analyzeTrace is traceReport on the text of the worker's output.
+func analyzeTrace(data, tenant, key string, origins []string) string {
 	rowField := fmt.Sprintf("row=%q", strconv.Quote(key)+",")
-	tenantOrigin := "origin=persistent://" + s.tenant + "/"
+	tenantOrigin := "origin=persistent://" + tenant + "/"
 	applied := map[string]bool{}
 	about := map[string][]string{} // origin → its trace lines
 	pids := map[string]int{}       // pid → operations it applied to the row
-	for line := range strings.Lines(string(data)) {
+	// last is, per ledger partition, the latest position any process
+	// applied and that line; stale lists applications past it by another
+	// process that had not seen it (a stale read: a second writer of the
+	// row, or an operation delivered after a later one).
+	type applier struct {
+		pos  envelope.Position
+		line string
+	}
+	last := map[string]applier{}
+	var stale []string
+	for line := range strings.Lines(data) {
 		if !strings.Contains(line, " trace ") || !strings.Contains(line, rowField) || !strings.Contains(line, tenantOrigin) {
 			continue
 		}
+		line = strings.TrimSpace(line)
 		fields := traceFields(line)
 		origin := fields["position"] + " " + fields["origin"] // as envelope.Origin.String
-		about[origin] = append(about[origin], strings.TrimSpace(line))
-		if fields["fate"] == "applied" {
-			applied[origin] = true
-			pids[fields["pid"]]++
+		about[origin] = append(about[origin], line)
+		if fields["fate"] != "applied" {
+			continue
+		}
+		applied[origin] = true
+		pids[fields["pid"]]++
+		pos, err := envelope.ParsePosition(fields["position"])
+		if err != nil {
+			continue
+		}
+		had, _ := envelope.ParsePosition(fields["row_had"]) // none: the zero position
+		prev, ok := last[fields["origin"]]
+		if ok && pos.Compare(prev.pos) > 0 && had.Compare(prev.pos) < 0 && !strings.Contains(prev.line, "pid="+fields["pid"]+" ") {
+			stale = append(stale, line+"\n      after "+prev.line)
+		}
+		if !ok || pos.Compare(prev.pos) > 0 {
+			last[fields["origin"]] = applier{pos, line}
 		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "  sink trace of %s: operations applied per sink process %v\n", key, pids)
+	for _, line := range stale {
+		fmt.Fprintf(&b, "  applied by a process that had not seen another's later one:\n    %s\n", line)
+	}
 	for _, origin := range slices.Sorted(slices.Values(origins)) {
 		if applied[origin] {
 			continue
@@ -229,5 +263,32 @@ func TestTraceFields(t *testing.T) {
 		"position": "10788:129:26@e1", "row_had": "10788:129:70@e1", "fate": "skipped as applied"}
 	if !maps.Equal(got, want) {
 		t.Errorf("traceFields = %v, want %v", got, want)
+	}
+}
+
+func TestAnalyzeTrace(t *testing.T) {
+	const p0 = "persistent://t/ledger/events-partition-0"
+	line := func(pid int, pos, had, fate string) string {
+		return fmt.Sprintf("2026/12/05 10:03:41 INFO trace pid=%d row=\"\\\"sku-1\\\",\" origin=%s position=%s row_had=%s fate=%s\n", pid, p0, pos, had, fate)
+	}
+	data := line(1, "5:1:0@e", "", "applied") +
+		line(1, "5:2:0@e", "5:1:0@e", "applied") +
+		// Process 2 applies 5:4 from a row that lacks 1's 5:2.
+		line(2, "5:4:0@e", "5:1:0@e", "applied") +
+		line(2, "5:3:0@e", "5:4:0@e", `"skipped as applied"`) +
+		strings.Replace(line(3, "5:9:0@e", "5:1:0@e", "applied"), "sku-1", "sku-2", 1) // another row's
+	got := analyzeTrace(data, "t", "sku-1", []string{"5:1:0@e " + p0, "5:2:0@e " + p0, "5:3:0@e " + p0, "5:4:0@e " + p0, "5:5:0@e " + p0})
+	for _, want := range []string{
+		"operations applied per sink process map[1:2 2:1]",
+		"applied by a process that had not seen another's later one:\n    " + strings.TrimSpace(line(2, "5:4:0@e", "5:1:0@e", "applied")),
+		"5:3:0@e " + p0 + ": never applied:\n    " + strings.TrimSpace(line(2, "5:3:0@e", "5:4:0@e", `"skipped as applied"`)),
+		"5:5:0@e " + p0 + ": never reached a sink",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the report lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "5:1:0@e "+p0+": never") || strings.Contains(got, "5:2:0@e "+p0+": never") {
+		t.Errorf("the report names an applied operation as never applied:\n%s", got)
 	}
 }
