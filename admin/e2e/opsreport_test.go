@@ -24,7 +24,9 @@ import (
 // for each row a diff line names ("product_sales sku-10 = …"), says what
 // those operations fold to with each origin counted once, how many came
 // more than once, and where an origin partition's operations for the row
-// first came out of their order. It tells a loss before the sink (the
+// first came out of their order, and, for every topic of the pipeline, where
+// any origin partition's positions first came out of order (orderReport).
+// It tells a loss before the sink (the
 // topics lack the operation, or hold it out of order, so the sink skipped
 // it) from one in the sink or the subscription feeding it (the topics have
 // it, in order).
@@ -64,6 +66,13 @@ func (s *shop) opsReport(t testing.TB, diffText string) string {
 	byRow := map[string]*seen{}
 	var b strings.Builder
 	slices.Sort(topics)
+	// Where a disorder first appears: every stage's output, in the
+	// pipeline's order (valid, purchases, … the ops topics).
+	for _, topic := range topics {
+		if !strings.Contains(topic, "dlq") {
+			b.WriteString(orderReport(ctx, client, topic))
+		}
+	}
 	for _, topic := range topics {
 		name := topic[strings.LastIndex(topic, "/")+1:]
 		if !strings.HasSuffix(name, "-ops") && !strings.Contains(name, "-ops-partition-") {
@@ -231,29 +240,87 @@ func traceFields(line string) map[string]string {
 // readOps reads topic from its first message to its last, calling f with
 // each view operation and its origin, and returns how many it read.
 func readOps(ctx context.Context, client pulsar.Client, topic string, f func(envelope.ViewOp, envelope.Origin)) (int, error) {
-	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
-	if err != nil {
-		return 0, err
-	}
-	defer reader.Close()
 	n := 0
-	for reader.HasNext() {
-		msg, err := reader.Next(ctx)
-		if err != nil {
-			return n, err
-		}
+	err := readTopic(ctx, client, topic, func(msg pulsar.Message, origin envelope.Origin) {
 		op, err := envelope.DecodeViewOp(msg.Payload())
 		if err != nil {
-			continue // not an operation: a dead letter's topic, say
-		}
-		origin, err := envelope.OriginFromProperties(msg.Properties())
-		if err != nil {
-			continue
+			return // not an operation: a dead letter's topic, say
 		}
 		f(op, origin)
 		n++
+	})
+	return n, err
+}
+
+// readTopic reads topic from its first message to its last, calling f with
+// each message that carries an origin.
+func readTopic(ctx context.Context, client pulsar.Client, topic string, f func(pulsar.Message, envelope.Origin)) error {
+	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		return err
 	}
-	return n, nil
+	defer reader.Close()
+	for reader.HasNext() {
+		msg, err := reader.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if origin, err := envelope.OriginFromProperties(msg.Properties()); err == nil {
+			f(msg, origin)
+		}
+	}
+	return nil
+}
+
+// orderReport reads a pipeline topic (one partition) and says how many of
+// its messages carry an origin, how many repeat an origin, and where an
+// origin partition's positions first appear out of their order, with the
+// producer and publish time of the late message and of the later one it
+// came after: the stage whose output topic first shows a disorder is the
+// one that made it, and the producers tell one instance from two. On an
+// operations topic the order that counts is each row's (message key's):
+// the stage batches by key, which reorders different keys' operations.
+func orderReport(ctx context.Context, client pulsar.Client, topic string) string {
+	perKey := strings.Contains(topic[strings.LastIndex(topic, "/")+1:], "-ops")
+	type first struct {
+		pos  envelope.Position
+		from string // producer and publish time
+	}
+	last := map[string]first{} // origin topic → latest first occurrence
+	seen := map[string]bool{}
+	n, dups, late := 0, 0, 0
+	var examples []string
+	err := readTopic(ctx, client, topic, func(msg pulsar.Message, origin envelope.Origin) {
+		n++
+		if seen[origin.String()] {
+			dups++
+			return
+		}
+		seen[origin.String()] = true
+		from := fmt.Sprintf("%s at %s", msg.ProducerName(), msg.PublishTime().UTC().Format("15:04:05.000"))
+		order := origin.Topic
+		if perKey {
+			order += " " + msg.Key()
+		}
+		prev, ok := last[order]
+		switch {
+		case !ok || origin.Position.Compare(prev.pos) > 0:
+			last[order] = first{origin.Position, from}
+		default:
+			late++
+			if len(examples) < 3 {
+				examples = append(examples, fmt.Sprintf("%s (%s) after %s (%s)", origin.Position, from, prev.pos, prev.from))
+			}
+		}
+	})
+	line := fmt.Sprintf("%s: %d messages with an origin, %d repeating one, %d first seen after a later one of their partition", topic, n, dups, late)
+	if err != nil {
+		line += fmt.Sprintf(" (read failed: %v)", err)
+	}
+	for _, e := range examples {
+		line += "\n    " + e
+	}
+	return line + "\n"
 }
 
 func TestTraceFields(t *testing.T) {
