@@ -152,6 +152,9 @@ func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
 	t := pl.set.Tenant
 	pl.plan = &Plan{Cluster: pl.cluster, Tenant: t.Name, Keyspace: t.Keyspace}
 	pl.epochs = map[string]string{}
+	if err := pl.planFailoverHandover(ctx); err != nil {
+		return nil, err
+	}
 	tenantExists, err := pl.planTenant(ctx)
 	if err != nil {
 		return nil, err
