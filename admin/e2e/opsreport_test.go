@@ -22,11 +22,10 @@ import (
 
 // opsReport reads every view operation the tenant's ops topics hold and,
 // for each row a diff line names ("product_sales sku-10 = …"), says what
-// those operations fold to with each origin counted once, how many came
-// more than once, and where an origin partition's operations for the row
-// first came out of their order, and, for every topic of the pipeline, where
-// any origin partition's positions first came out of order (orderReport).
-// It tells a loss before the sink (the
+// those operations fold to with each origin counted once and how many came
+// more than once, and, for every topic of the pipeline, where an origin
+// partition's positions (on an operations topic, a row's) first came out
+// of order (orderReport). It tells a loss before the sink (the
 // topics lack the operation, or hold it out of order, so the sink skipped
 // it) from one in the sink or the subscription feeding it (the topics have
 // it, in order).
@@ -58,10 +57,8 @@ func (s *shop) opsReport(t testing.TB, diffText string) string {
 	defer client.Close()
 
 	type seen struct {
-		ops   map[string]envelope.ViewOp // origin → the first operation with it
-		dups  int
-		last  map[string]envelope.Position // origin topic → latest first occurrence
-		order []string                     // first occurrences that came after a later one
+		ops  map[string]envelope.ViewOp // origin → the first operation with it
+		dups int
 	}
 	byRow := map[string]*seen{}
 	var b strings.Builder
@@ -86,7 +83,7 @@ func (s *shop) opsReport(t testing.TB, diffText string) string {
 				}
 				r := byRow[id]
 				if r == nil {
-					r = &seen{ops: map[string]envelope.ViewOp{}, last: map[string]envelope.Position{}}
+					r = &seen{ops: map[string]envelope.ViewOp{}}
 					byRow[id] = r
 				}
 				if _, dup := r.ops[origin.String()]; dup {
@@ -94,13 +91,6 @@ func (s *shop) opsReport(t testing.TB, diffText string) string {
 					continue
 				}
 				r.ops[origin.String()] = op
-				prev, ok := r.last[origin.Topic]
-				switch {
-				case !ok || origin.Position.Compare(prev) > 0:
-					r.last[origin.Topic] = origin.Position
-				case len(r.order) < 5:
-					r.order = append(r.order, fmt.Sprintf("%s after %s in %s", origin.Position, prev, topic))
-				}
 			}
 		})
 		fmt.Fprintf(&b, "%s: %d operations read", topic, n)
@@ -122,8 +112,8 @@ func (s *shop) opsReport(t testing.TB, diffText string) string {
 			}
 		}
 		view, key, _ := strings.Cut(id, " ")
-		fmt.Fprintf(&b, "%s: %d distinct operations (%d more than once), folded once each: %v; out of order: %v\n",
-			id, len(r.ops), r.dups, views.Rows(view), r.order)
+		fmt.Fprintf(&b, "%s: %d distinct operations (%d more than once), folded once each: %v\n",
+			id, len(r.ops), r.dups, views.Rows(view))
 		b.WriteString(s.traceReport(key, slices.Collect(maps.Keys(r.ops))))
 	}
 	return b.String()

@@ -326,7 +326,10 @@ func (a *Applier) foldRow(ctx context.Context, task []*rowJob) *rowUpdate {
 	sawDelete := false
 	for i, job := range task {
 		for _, op := range job.group.ops {
-			had := u.after.applied[op.origin.Topic]
+			var had envelope.Position // only read when tracing: this is the hot path
+			if a.settings.Trace {
+				had = u.after.applied[op.origin.Topic]
+			}
 			applied, err := a.view.fold(u.after, op)
 			if a.settings.Trace {
 				traceOp(job.group.rowKey, op, had, applied, err)
