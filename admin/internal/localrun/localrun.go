@@ -10,7 +10,10 @@
 // transformation code, the origin positions and the dead letters are the
 // deployed ones; only the topics in between are gone. OverLedger runs it
 // over the whole ledger as it is now; foldline verify and foldline
-// training-set are built on it.
+// training-set are built on it. The functions are the tenant's code, run
+// by whoever runs the command: each process runs confined (package
+// sandbox), with no credential of the caller's in its environment, no
+// file, network or process of the caller's within reach.
 package localrun
 
 import (
@@ -31,6 +34,7 @@ import (
 
 	"github.com/foldline/foldline/admin/internal/chainmain"
 	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/admin/internal/sandbox"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf"
@@ -78,6 +82,8 @@ type stage struct {
 	seq uint64
 	// sendErr is why sending inputs failed.
 	sendErr atomic.Pointer[error]
+	// confinement is what confines the process (package sandbox).
+	confinement sandbox.Confinement
 }
 
 // Start builds the binaries of view's path and starts its functions (not
@@ -99,15 +105,20 @@ func StartPath(ctx context.Context, path []*manifest.Stage, builder *gobuild.Bui
 	p.sinkInput = sinkInput
 	if s := startChain(ctx, functions, p.sinkInput, builder, epochs); s != nil {
 		p.stages = []*stage{s}
-		return p, nil
-	}
-	for _, st := range functions {
-		s, err := startStage(ctx, []*manifest.Stage{st}, builder, epochs)
-		if err != nil {
-			p.Close()
-			return nil, err
+	} else {
+		for _, st := range functions {
+			s, err := startStage(ctx, []*manifest.Stage{st}, builder, epochs)
+			if err != nil {
+				p.Close()
+				return nil, err
+			}
+			p.stages = append(p.stages, s)
 		}
-		p.stages = append(p.stages, s)
+	}
+	if len(p.stages) > 0 && p.stages[0].confinement.Missing != "" && builder.Progress != nil {
+		// The functions are the tenant's code, on the machine (and with
+		// the user) that runs this command: say what they may reach.
+		fmt.Fprintf(builder.Progress, "running the path's functions on this machine with their %s\n", p.stages[0].confinement)
 	}
 	return p, nil
 }
@@ -242,7 +253,7 @@ func startBinary(ctx context.Context, bin gobuild.Binary, functions []*manifest.
 	if err != nil {
 		return nil, fmt.Errorf("starting function %s locally: %w", s.name, err)
 	}
-	if err := cmd.Start(); err != nil {
+	if s.confinement, err = sandbox.Start(cmd); err != nil {
 		return nil, fmt.Errorf("starting function %s locally: %w", s.name, err)
 	}
 	s.stdout = stdout

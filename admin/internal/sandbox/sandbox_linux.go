@@ -1,0 +1,211 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// rulePathBeneath is LANDLOCK_RULE_PATH_BENEATH.
+const rulePathBeneath = 1
+
+// fileRights are the rights Landlock grants on a file (not a directory).
+const fileRights = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE |
+	unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+
+// readable are read beneath by every confined process, when they exist:
+// the time zone database, so that a transformation that names a zone
+// behaves as it does deployed.
+var readable = []string{"/usr/share/zoneinfo", "/etc/localtime"}
+
+// libraries are read and executed beneath by every confined process, when
+// they exist: the dynamic loader and the shared libraries of a dynamically
+// linked binary (Foldline builds static ones; a test binary, or a
+// prebuilt one, may not be). They hold no secret.
+var libraries = []string{"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/etc/ld.so.cache"}
+
+// canUnshareNet reports whether this process may give a child a network
+// namespace of its own (CAP_SYS_ADMIN: root, most often), nil when it may.
+// It asks once, on a thread of its own that it then lets end.
+var canUnshareNet = sync.OnceValue(func() error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends in its namespace
+		done <- unix.Unshare(unix.CLONE_NEWNET)
+	}()
+	return <-done
+})
+
+// fsRights returns the file system rights Landlock ABI abi knows, all of
+// them handled (refused unless a rule grants them).
+func fsRights(abi int) uint64 {
+	r := uint64(unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE |
+		unix.LANDLOCK_ACCESS_FS_READ_DIR | unix.LANDLOCK_ACCESS_FS_REMOVE_DIR | unix.LANDLOCK_ACCESS_FS_REMOVE_FILE |
+		unix.LANDLOCK_ACCESS_FS_MAKE_CHAR | unix.LANDLOCK_ACCESS_FS_MAKE_DIR | unix.LANDLOCK_ACCESS_FS_MAKE_REG |
+		unix.LANDLOCK_ACCESS_FS_MAKE_SOCK | unix.LANDLOCK_ACCESS_FS_MAKE_FIFO | unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+		unix.LANDLOCK_ACCESS_FS_MAKE_SYM)
+	if abi >= 2 {
+		r |= unix.LANDLOCK_ACCESS_FS_REFER
+	}
+	if abi >= 3 {
+		r |= unix.LANDLOCK_ACCESS_FS_TRUNCATE
+	}
+	if abi >= 5 {
+		r |= unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+	}
+	return r
+}
+
+// abiVersion returns the kernel's Landlock ABI version.
+func abiVersion() (int, error) {
+	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(v), nil
+}
+
+// start starts cmd under a Landlock domain and in a network namespace of
+// its own (see the package doc), as far as this kernel and this process's
+// privileges allow.
+func start(cmd *exec.Cmd) (Confinement, error) {
+	var c Confinement
+	abi, abiErr := abiVersion()
+	ruleset := -1
+	if abiErr == nil {
+		var err error
+		if ruleset, err = newRuleset(abi, cmd.Path, &c); err != nil {
+			return Confinement{}, err
+		}
+		defer unix.Close(ruleset)
+	} else {
+		// ENOSYS: a kernel without it; EOPNOTSUPP: built, but off at boot.
+		c.lack(fmt.Sprintf("files and signals not confined: this kernel has no Landlock (%v)", abiErr))
+	}
+	if err := canUnshareNet(); err == nil {
+		// No interface up in it: no network at all, where Landlock
+		// refuses only TCP (and here not even multipath TCP).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+		c.Network = true
+	} else if c.TCP {
+		c.lack(fmt.Sprintf("UDP and multipath TCP not confined (no network namespace: %v)", err))
+	} else {
+		c.lack(fmt.Sprintf("network not confined (no network namespace: %v)", err))
+	}
+	if ruleset < 0 {
+		if err := cmd.Start(); err != nil {
+			return Confinement{}, fmt.Errorf("starting %s: %w", cmd.Path, err)
+		}
+		return c, nil
+	}
+	// os/exec opens the null device for a stream left nil, which the
+	// confined thread below could not.
+	if cmd.Stdin == nil || cmd.Stdout == nil || cmd.Stderr == nil {
+		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			return Confinement{}, fmt.Errorf("opening %s for %s: %w", os.DevNull, cmd.Path, err)
+		}
+		defer null.Close()
+		if cmd.Stdin == nil {
+			cmd.Stdin = null
+		}
+		if cmd.Stdout == nil {
+			cmd.Stdout = null
+		}
+		if cmd.Stderr == nil {
+			cmd.Stderr = null
+		}
+	}
+	started := make(chan error, 1)
+	go func() {
+		// The domain is the thread's, and the process forked from it
+		// inherits it. The goroutine never unlocks the thread, so the
+		// thread ends with it: no other goroutine ever runs confined.
+		runtime.LockOSThread()
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			started <- fmt.Errorf("confining %s: no_new_privs: %w", cmd.Path, err)
+			return
+		}
+		if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
+			started <- fmt.Errorf("confining %s: landlock_restrict_self: %w", cmd.Path, errno)
+			return
+		}
+		if err := cmd.Start(); err != nil {
+			started <- fmt.Errorf("starting %s confined: %w", cmd.Path, err)
+			return
+		}
+		started <- nil
+	}()
+	if err := <-started; err != nil {
+		return Confinement{}, err
+	}
+	return c, nil
+}
+
+// newRuleset makes the ruleset of a confined bin for Landlock ABI abi:
+// every right it knows handled, and granted only to read and execute bin
+// and the libraries, and to read the readable paths.
+func newRuleset(abi int, bin string, c *Confinement) (int, error) {
+	c.Files = true
+	attr := unix.LandlockRulesetAttr{Access_fs: fsRights(abi)}
+	if abi >= 4 {
+		attr.Access_net = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+		c.TCP = true
+	}
+	if abi >= 6 {
+		attr.Scoped = unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL
+		c.Scoped = true
+	} else {
+		c.lack(fmt.Sprintf("abstract Unix sockets and signals not confined (Landlock ABI %d; 6, Linux 6.12, confines them)", abi))
+	}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	if errno != 0 {
+		return -1, fmt.Errorf("confining %s: creating a Landlock ruleset: %w", bin, errno)
+	}
+	ruleset := int(fd)
+	grant := func(path string, rights uint64) error {
+		f, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(f)
+		var st unix.Stat_t
+		if err := unix.Fstat(f, &st); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			rights &= fileRights
+		}
+		rule := unix.LandlockPathBeneathAttr{Allowed_access: rights & attr.Access_fs, Parent_fd: int32(f)}
+		if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), rulePathBeneath, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
+			return errno
+		}
+		return nil
+	}
+	if err := grant(bin, unix.LANDLOCK_ACCESS_FS_EXECUTE|unix.LANDLOCK_ACCESS_FS_READ_FILE); err != nil {
+		unix.Close(ruleset)
+		return -1, fmt.Errorf("confining %s: granting its own binary: %w", bin, err)
+	}
+	read := uint64(unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR)
+	for _, paths := range []struct {
+		list   []string
+		rights uint64
+	}{{readable, read}, {libraries, read | unix.LANDLOCK_ACCESS_FS_EXECUTE}} {
+		for _, path := range paths.list {
+			if err := grant(path, paths.rights); err != nil && !errors.Is(err, unix.ENOENT) {
+				unix.Close(ruleset)
+				return -1, fmt.Errorf("confining %s: granting %s: %w", bin, path, err)
+			}
+		}
+	}
+	return ruleset, nil
+}
