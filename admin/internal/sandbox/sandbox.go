@@ -16,8 +16,8 @@
 //   - on Linux, when this process may (CAP_SYS_ADMIN), a network namespace
 //     of its own with no interface up: no network at all. Landlock alone
 //     refuses TCP, but not UDP, nor (on Linux 6.18 here) multipath TCP,
-//     which Go dials when asked: TestStartConfines dialled the broker's
-//     port with it.
+//     which Go dials when asked: run as an ordinary user, with Landlock
+//     alone, TestStartConfines's child reaches its parent's listener so.
 //
 // It talks to its caller over the pipes it was started with. What is not
 // confined on a machine is reported in Confinement, for the caller to say;
@@ -65,12 +65,30 @@ type Confinement struct {
 	Missing string
 }
 
-// String describes c in a line.
+// String describes c in a line: what is confined, then what is not.
 func (c Confinement) String() string {
-	if c.Missing == "" {
-		return "environment, files, network and signals confined"
+	confined := []string{"environment"}
+	if c.Files {
+		confined = append(confined, "files")
 	}
-	return "environment confined; " + c.Missing
+	switch {
+	case c.Network:
+		confined = append(confined, "network")
+	case c.TCP:
+		confined = append(confined, "TCP")
+	}
+	if c.Scoped {
+		confined = append(confined, "signals")
+	}
+	text := strings.Join(confined[:len(confined)-1], ", ")
+	if len(confined) > 1 {
+		text += " and "
+	}
+	text += confined[len(confined)-1] + " confined"
+	if c.Missing != "" {
+		text += "; " + c.Missing
+	}
+	return text
 }
 
 // lack adds what to c.Missing.

@@ -27,7 +27,6 @@ type probe struct {
 	Connect   string
 	// ConnectMPTCP: dialling with multipath TCP.
 	ConnectMPTCP string
-	Listen       string
 	TimeZone     string
 	Signal       string
 }
@@ -171,6 +170,21 @@ func TestEnvKeepsTheRuntimeSettingsOnly(t *testing.T) {
 	want := []string{"GOGC=400", "GOMAXPROCS=1", "TZ=UTC"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Env = %q, want %q", got, want)
+	}
+}
+
+func TestConfinementString(t *testing.T) {
+	for _, tt := range []struct {
+		c    Confinement
+		want string
+	}{
+		{Confinement{Files: true, TCP: true, Scoped: true, Network: true}, "environment, files, network and signals confined"},
+		{Confinement{Files: true, TCP: true, Scoped: true, Missing: "UDP not confined"}, "environment, files, TCP and signals confined; UDP not confined"},
+		{Confinement{Missing: "files not confined"}, "environment confined; files not confined"},
+	} {
+		if got := tt.c.String(); got != tt.want {
+			t.Errorf("%+v: %q, want %q", tt.c, got, tt.want)
+		}
 	}
 }
 
