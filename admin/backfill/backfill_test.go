@@ -61,6 +61,15 @@ func TestCompareRowsBoundsExamples(t *testing.T) {
 	}
 }
 
+// A row made of an event's text shows on the terminal as text: escapes and
+// newlines in it come out escaped.
+func TestCompareRowsExamplesAreSafeToPrint(t *testing.T) {
+	d := compareRows(map[string]string{"user=u1\x1b]0;pwned\x07": "last_url=/a\nconsistency 100%"}, map[string]string{})
+	if len(d.Examples) != 1 || strings.ContainsAny(d.Examples[0], "\x1b\x07\n") || !strings.Contains(d.Examples[0], `\x1b]0;pwned\a`) {
+		t.Errorf("examples %q, want the escape, the bell and the newline escaped", d.Examples)
+	}
+}
+
 func TestNextVersion(t *testing.T) {
 	versions := func(tables ...string) registry.Entry {
 		var e registry.Entry

@@ -11,6 +11,7 @@ import (
 
 	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/internal/cqlname"
+	"github.com/foldline/foldline/internal/textcap"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -25,7 +26,9 @@ func compareRows(old, new map[string]string) *Diff {
 	d := &Diff{OldRows: len(old), NewRows: len(new)}
 	example := func(format string, args ...any) {
 		if len(d.Examples) < maxExamples {
-			d.Examples = append(d.Examples, fmt.Sprintf(format, args...))
+			// The rows are the events': escaped for the terminal that
+			// prints them (textcap.Line).
+			d.Examples = append(d.Examples, textcap.Line(fmt.Sprintf(format, args...)))
 		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(old)) {

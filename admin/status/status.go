@@ -31,6 +31,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/viewscan"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/admin/progress"
+	"github.com/foldline/foldline/internal/textcap"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -443,6 +444,8 @@ func count(n *int64) string {
 }
 
 // Write prints the report as two tables: stages upstream first, then views.
+// The errors of instances and sinks can quote events: they are escaped for
+// the terminal (textcap.Line).
 func (r *Report) Write(w io.Writer, now time.Time) {
 	fmt.Fprintf(w, "tenant %s, keyspace %s\n\n", r.Tenant, r.Keyspace)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -467,7 +470,7 @@ func (r *Report) Write(w io.Writer, now time.Time) {
 		}
 		for _, inst := range s.InstanceList {
 			if inst.Error != "" || !inst.Running {
-				fmt.Fprintf(tw, "  instance %d\t\t\t%s\t%d\t%d\t%d\t%s\t\t\n", inst.ID, runningWord(inst.Running), inst.Restarts, inst.Processed, inst.Errors, inst.Error)
+				fmt.Fprintf(tw, "  instance %d\t\t\t%s\t%d\t%d\t%d\t%s\t\t\n", inst.ID, runningWord(inst.Running), inst.Restarts, inst.Processed, inst.Errors, textcap.Line(inst.Error))
 			}
 		}
 	}
@@ -491,7 +494,7 @@ func (r *Report) Write(w io.Writer, now time.Time) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", v.View, table, v.Rows, v.Backlog, newest, age, applied, count(v.Skipped), count(v.Rejected))
 		if v.Error != "" {
-			fmt.Fprintf(tw, "  error\t%s\t\t\t\t\t\t\t\n", v.Error)
+			fmt.Fprintf(tw, "  error\t%s\t\t\t\t\t\t\t\n", textcap.Line(v.Error))
 		}
 	}
 	tw.Flush()

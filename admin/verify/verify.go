@@ -33,6 +33,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/localrun"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
+	"github.com/foldline/foldline/internal/textcap"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -153,7 +154,9 @@ func (r *Result) Write(w io.Writer) {
 	fmt.Fprintf(w, "consistency %.2f%%: %d rows compared, %d consistent, %d different, %d missing, %d extra; %d in flight\n",
 		r.ConsistencyPercent, r.Compared, r.Consistent, r.Different, r.Missing, r.Extra, r.InFlight)
 	for _, e := range r.Examples {
-		fmt.Fprintf(w, "  %s %s: fold %v, table %v\n", e.Kind, e.Key, e.Fold, e.Table)
+		// Keys and values are the events': escaped, so that none can
+		// write on the terminal (textcap.Line).
+		fmt.Fprintf(w, "  %s %s: fold %s, table %s\n", e.Kind, textcap.Line(e.Key), textcap.Line(fmt.Sprint(e.Fold)), textcap.Line(fmt.Sprint(e.Table)))
 	}
 	for _, stage := range slices.Sorted(maps.Keys(r.DeadLetters)) {
 		fmt.Fprintf(w, "  %s dead-lettered %d events (as it does live)\n", stage, r.DeadLetters[stage])

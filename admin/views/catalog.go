@@ -16,6 +16,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/admin/status"
+	"github.com/foldline/foldline/internal/textcap"
 )
 
 // Column is one key or value column of a view, as the catalog shows it.
@@ -156,20 +157,22 @@ func Describe(ctx context.Context, opts Options, view string) (*Description, err
 	return d, nil
 }
 
-// Write prints the description readably.
+// Write prints the description readably. The manifests' texts and the
+// sink's error are escaped for the terminal (textcap.Line): a tenant
+// writes the one, events make the other.
 func (d *Description) Write(w io.Writer, now time.Time) {
 	fmt.Fprintf(w, "view %s (keyspace %s)\n", d.View, d.Keyspace)
 	if d.Description != "" {
-		fmt.Fprintf(w, "  %s\n", d.Description)
+		fmt.Fprintf(w, "  %s\n", textcap.Lines(d.Description))
 	}
-	fmt.Fprintf(w, "owner: %s\ntags: %s\n\n", orDash(d.Owner), orDash(strings.Join(d.Tags, ", ")))
+	fmt.Fprintf(w, "owner: %s\ntags: %s\n\n", textcap.Line(orDash(d.Owner)), textcap.Line(orDash(strings.Join(d.Tags, ", "))))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "COLUMN\tTYPE\tMERGE\tDESCRIPTION")
 	for _, c := range d.Key {
-		fmt.Fprintf(tw, "%s\t%s\t(key)\t%s\n", c.Name, c.Type, c.Description)
+		fmt.Fprintf(tw, "%s\t%s\t(key)\t%s\n", c.Name, c.Type, textcap.Line(c.Description))
 	}
 	for _, c := range d.Columns {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, c.Type, c.Merge, c.Description)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, c.Type, c.Merge, textcap.Line(c.Description))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nactive table: %s (the manifests' version: %s)\n", orDash(d.ActiveTable), d.ManifestTable)
@@ -186,7 +189,7 @@ func (d *Description) Write(w io.Writer, now time.Time) {
 	}
 	fmt.Fprintf(w, "rows: %d, backlog: %d, %s, last applied %s\n", d.Rows, d.Backlog, fresh, applied)
 	if d.Error != "" {
-		fmt.Fprintf(w, "error: %s\n", d.Error)
+		fmt.Fprintf(w, "error: %s\n", textcap.Line(d.Error))
 	}
 	fmt.Fprintln(w, "\nlineage (from the manifests), the view first:")
 	writeLineage(w, d.Lineage, "  ")

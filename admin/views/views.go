@@ -23,6 +23,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/internal/viewscan"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/textcap"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -119,7 +120,7 @@ active one), rows and versions. --activate TABLE switches its view to it (a roll
 					}
 					versions += ver.Table + " (" + ver.State + ")"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", v.View, v.Keyspace, v.Table, v.Rows, versions, orDash(v.Owner), abbreviate(v.Description, 60))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", v.View, v.Keyspace, v.Table, v.Rows, versions, textcap.Line(orDash(v.Owner)), textcap.Line(abbreviate(v.Description, 60)))
 			}
 			return tw.Flush()
 		},

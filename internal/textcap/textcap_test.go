@@ -45,3 +45,24 @@ func TestTruncateAnyLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestLineEscapesWhatATerminalWouldObey(t *testing.T) {
+	tests := []struct{ in, line, lines string }{
+		{"u42 /p/sku-7", "u42 /p/sku-7", "u42 /p/sku-7"},
+		{"caf\u00e9 \u65e5\u672c", "caf\u00e9 \u65e5\u672c", "caf\u00e9 \u65e5\u672c"},
+		{"\x1b]0;pwned\x07\x1b[2J", `\x1b]0;pwned\a\x1b[2J`, `\x1b]0;pwned\a\x1b[2J`},
+		{"ok\rconsistency 100.00%", `ok\rconsistency 100.00%`, `ok\rconsistency 100.00%`},
+		{"a\nb\tc", `a\nb\tc`, "a\nb\tc"},
+		{"abc\u202edcba", `abc\u202edcba`, `abc\u202edcba`},
+		{"bad \xff byte", `bad \xff byte`, `bad \xff byte`},
+		{"\u009b31m", `\u009b31m`, `\u009b31m`},
+	}
+	for _, tt := range tests {
+		if got := Line(tt.in); got != tt.line {
+			t.Errorf("Line(%q) = %q, want %q", tt.in, got, tt.line)
+		}
+		if got := Lines(tt.in); got != tt.lines {
+			t.Errorf("Lines(%q) = %q, want %q", tt.in, got, tt.lines)
+		}
+	}
+}

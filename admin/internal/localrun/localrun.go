@@ -39,6 +39,7 @@ import (
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/functions/pf/localwire"
+	"github.com/foldline/foldline/internal/textcap"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -500,7 +501,9 @@ const arenaBytes = 256 << 10
 
 // failed wraps err with the function's name and its last log lines.
 func (s *stage) failed(err error) error {
-	return fmt.Errorf("running function %s locally: %w\n%s", s.name, err, s.stderr.String())
+	// What the process printed last: the tenant's code, printed on the
+	// terminal of whoever runs the command.
+	return fmt.Errorf("running function %s locally: %w\n%s", s.name, err, textcap.Lines(s.stderr.String()))
 }
 
 // Close ends the functions and waits for them.
