@@ -9,15 +9,16 @@
 //   - an environment of the Go runtime's settings only (Env): no
 //     FOLDLINE_* credentials, no cloud keys, nothing else of the caller's;
 //   - on Linux with Landlock (5.13 and later), no file access but reading
-//     and executing its own binary (and the shared libraries, should it
-//     be linked dynamically) and reading the time zone database, no TCP
-//     connection or listening socket (Landlock ABI 4, Linux 6.7), and no
-//     abstract Unix socket or signal outside itself (ABI 6, Linux 6.12);
+//     and executing its own binary (and the shared libraries, should it be
+//     linked dynamically) and reading the time zone database, so no other
+//     program to execute either; no TCP connection or port bound (Landlock
+//     ABI 4, Linux 6.7); no abstract Unix socket or signal outside itself
+//     (ABI 6, Linux 6.12);
 //   - on Linux, when this process may (CAP_SYS_ADMIN), a network namespace
 //     of its own with no interface up: no network at all. Landlock alone
 //     refuses TCP, but not UDP, nor (on Linux 6.18 here) multipath TCP,
 //     which Go dials when asked: run as an ordinary user, with Landlock
-//     alone, TestStartConfines's child reaches its parent's listener so.
+//     alone, TestStartConfines's probe reaches the test's listener so.
 //
 // It talks to its caller over the pipes it was started with. What is not
 // confined on a machine is reported in Confinement, for the caller to say;

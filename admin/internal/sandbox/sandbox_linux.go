@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -27,10 +28,10 @@ const fileRights = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRI
 // behaves as it does deployed.
 var readable = []string{"/usr/share/zoneinfo", "/etc/localtime"}
 
-// libraries are read and executed beneath by every confined process, when
-// they exist: the dynamic loader and the shared libraries of a dynamically
-// linked binary (Foldline builds static ones; a test binary, or a
-// prebuilt one, may not be). They hold no secret.
+// libraries are read and executed beneath by a confined process of a
+// dynamically linked binary (see dynamic), when they exist: the dynamic
+// loader and the shared libraries (Foldline builds static binaries; a test
+// binary, or a prebuilt one, may not be). They hold no secret.
 var libraries = []string{"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/etc/ld.so.cache"}
 
 // canUnshareNet reports whether this process may give a child a network
@@ -44,6 +45,25 @@ var canUnshareNet = sync.OnceValue(func() error {
 	}()
 	return <-done
 })
+
+// dynamic reports whether bin is linked dynamically (it names an ELF
+// interpreter), and needs the libraries; a static binary, as Foldline
+// builds them, gets no right beyond its own file and the readable paths,
+// and so cannot execute anything else. A binary that is no ELF file is
+// taken as static: it then fails to start, and says so.
+func dynamic(bin string) bool {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true
+		}
+	}
+	return false
+}
 
 // fsRights returns the file system rights Landlock ABI abi knows, all of
 // them handled (refused unless a rule grants them).
@@ -196,15 +216,19 @@ func newRuleset(abi int, bin string, c *Confinement) (int, error) {
 		return -1, fmt.Errorf("confining %s: granting its own binary: %w", bin, err)
 	}
 	read := uint64(unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR)
-	for _, paths := range []struct {
-		list   []string
-		rights uint64
-	}{{readable, read}, {libraries, read | unix.LANDLOCK_ACCESS_FS_EXECUTE}} {
-		for _, path := range paths.list {
-			if err := grant(path, paths.rights); err != nil && !errors.Is(err, unix.ENOENT) {
-				unix.Close(ruleset)
-				return -1, fmt.Errorf("confining %s: granting %s: %w", bin, path, err)
-			}
+	paths := map[string]uint64{}
+	for _, path := range readable {
+		paths[path] = read
+	}
+	if dynamic(bin) {
+		for _, path := range libraries {
+			paths[path] = read | unix.LANDLOCK_ACCESS_FS_EXECUTE
+		}
+	}
+	for path, rights := range paths {
+		if err := grant(path, rights); err != nil && !errors.Is(err, unix.ENOENT) {
+			unix.Close(ruleset)
+			return -1, fmt.Errorf("confining %s: granting %s: %w", bin, path, err)
 		}
 	}
 	return ruleset, nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io/fs"
 	"net"
 	"os"
@@ -12,76 +11,54 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
+	"strings"
 	"testing"
-	"time"
 )
 
-// probe is what the confined child (TestConfinedChild) found it could do:
-// each field the error of the attempt, "" when it succeeded.
+// probe is what testdata/probe found it could do: each field the error of
+// the attempt, "" when it succeeded.
 type probe struct {
-	Env       []string
-	ReadFile  string
-	ListDir   string
-	WriteFile string
-	Connect   string
-	// ConnectMPTCP: dialling with multipath TCP.
+	Env          []string
+	ReadFile     string
+	ListDir      string
+	WriteFile    string
+	Connect      string
 	ConnectMPTCP string
+	Exec         string
 	TimeZone     string
 	Signal       string
 }
 
-func errText(err error) string {
-	if err == nil {
-		return ""
+// buildProbe builds testdata/probe into dir, with cgo (linked dynamically)
+// or without (statically, as Foldline builds function binaries).
+func buildProbe(t *testing.T, dir string, cgo bool) string {
+	t.Helper()
+	bin := filepath.Join(dir, "probe")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/probe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if cgo {
+		build.Env = append(os.Environ(), "CGO_ENABLED=1")
 	}
-	return err.Error()
-}
-
-// TestConfinedChild is the confined process of TestStartConfines (this
-// test binary started again, with "probe" and its targets as arguments).
-func TestConfinedChild(t *testing.T) {
-	if flag.Arg(0) != "probe" {
-		t.Skip("the child of TestStartConfines")
+	if out, err := build.CombinedOutput(); err != nil {
+		if cgo {
+			t.Skipf("no cgo build here: %v\n%s", err, out)
+		}
+		t.Fatalf("building the probe: %v\n%s", err, out)
 	}
-	secret, dir, addr := flag.Arg(1), flag.Arg(2), flag.Arg(3)
-	other, err := strconv.Atoi(flag.Arg(4))
-	if err != nil {
-		t.Fatal(err)
+	if dynamic(bin) != cgo {
+		t.Skipf("the probe built with cgo=%v came out with dynamic=%v", cgo, dynamic(bin))
 	}
-	var p probe
-	p.Env = os.Environ()
-	_, err = os.ReadFile(secret)
-	p.ReadFile = errText(err)
-	_, err = os.ReadDir(dir)
-	p.ListDir = errText(err)
-	p.WriteFile = errText(os.WriteFile(filepath.Join(dir, "written"), []byte("x"), 0o600))
-	if conn, err := net.DialTimeout("tcp", addr, 2*time.Second); err == nil {
-		conn.Close()
-	} else {
-		p.Connect = err.Error()
-	}
-	// Multipath TCP, which Landlock does not refuse on Linux 6.18.
-	mptcp := net.Dialer{Timeout: 2 * time.Second}
-	mptcp.SetMultipathTCP(true)
-	if conn, err := mptcp.Dial("tcp", addr); err == nil {
-		conn.Close()
-	} else {
-		p.ConnectMPTCP = err.Error()
-	}
-	if _, err := os.Stat("/usr/share/zoneinfo/Europe/Paris"); err == nil {
-		_, err = time.LoadLocation("Europe/Paris")
-		p.TimeZone = errText(err)
-	}
-	// SIGURG, whose default action is to ignore it, to a process of the
-	// caller's (Landlock lets a process signal its parent).
-	p.Signal = errText(syscall.Kill(other, syscall.SIGURG))
-	if err := json.NewEncoder(os.Stdout).Encode(p); err != nil {
-		t.Fatal(err)
-	}
+	return bin
 }
 
 func TestStartConfines(t *testing.T) {
+	for _, linking := range []string{"static", "dynamic"} {
+		t.Run(linking, func(t *testing.T) { testStartConfines(t, linking == "dynamic") })
+	}
+}
+
+func testStartConfines(t *testing.T, cgo bool) {
+	bin := buildProbe(t, t.TempDir(), cgo)
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "pulsar-secret.key")
 	if err := os.WriteFile(secret, []byte("the superuser's key"), 0o600); err != nil {
@@ -101,19 +78,15 @@ func TestStartConfines(t *testing.T) {
 			c.Close()
 		}
 	}()
-	t.Setenv("FOLDLINE_PULSAR_TOKEN", "a superuser token")
-	t.Setenv("GOGC", "300")
-
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	sleeper := exec.Command("sleep", "60")
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
-	cmd := exec.Command(self, "-test.run=^TestConfinedChild$", "-test.count=1", "--", "probe", secret, dir, l.Addr().String(), strconv.Itoa(sleeper.Process.Pid))
+	t.Setenv("FOLDLINE_PULSAR_TOKEN", "a superuser token")
+	t.Setenv("GOGC", "300")
+
+	cmd := exec.Command(bin, secret, dir, l.Addr().String(), strconv.Itoa(sleeper.Process.Pid))
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	c, err := Start(cmd)
@@ -121,15 +94,15 @@ func TestStartConfines(t *testing.T) {
 		t.Fatalf("Start: %v", err)
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the confined child failed: %v\n%s%s", err, out.String(), errOut.String())
+		t.Fatalf("the confined probe failed: %v\n%s%s", err, out.String(), errOut.String())
 	}
-	t.Logf("confinement: %s; the child found %s", c, out.String())
+	t.Logf("confinement: %s; the probe found %s", c, out.String())
 	var p probe
 	if err := json.NewDecoder(&out).Decode(&p); err != nil {
-		t.Fatalf("reading what the child found: %v\n%s", err, out.String())
+		t.Fatalf("reading what the probe found: %v\n%s", err, out.String())
 	}
 	if !slices.Equal(p.Env, []string{"GOGC=300"}) {
-		t.Errorf("the child's environment is %q, want only GOGC=300", p.Env)
+		t.Errorf("the probe's environment is %q, want only GOGC=300", p.Env)
 	}
 	if !c.Files {
 		t.Skipf("files and network not confined here: %s", c.Missing)
@@ -138,27 +111,26 @@ func TestStartConfines(t *testing.T) {
 		t.Helper()
 		if got == "" {
 			t.Errorf("%s: allowed, want refused", what)
-		} else if !bytes.Contains([]byte(got), []byte(fs.ErrPermission.Error())) && !bytes.Contains([]byte(got), []byte("operation not permitted")) {
+		} else if !strings.Contains(got, fs.ErrPermission.Error()) && !strings.Contains(got, "operation not permitted") {
 			t.Errorf("%s: %s, want a permission error", what, got)
 		}
 	}
 	denied("reading a file of the caller's", p.ReadFile)
 	denied("listing a folder of the caller's", p.ListDir)
 	denied("writing a file", p.WriteFile)
+	denied("executing /bin/sh", p.Exec)
 	if _, err := os.Stat(filepath.Join(dir, "written")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the child wrote a file (%v)", err)
+		t.Errorf("the probe wrote a file (%v)", err)
 	}
 	if c.TCP || c.Network {
 		denied("connecting over TCP", p.Connect)
 	}
-	if c.Network {
+	if c.Network && p.ConnectMPTCP == "" {
 		// Refused, or unreachable: no interface is up.
-		if p.ConnectMPTCP == "" {
-			t.Error("connecting over multipath TCP: allowed, want refused")
-		}
+		t.Error("connecting over multipath TCP: allowed, want refused")
 	}
 	if c.Scoped {
-		denied("signalling its parent", p.Signal)
+		denied("signalling a process of the caller's", p.Signal)
 	}
 	if p.TimeZone != "" {
 		t.Errorf("loading a time zone: %s", p.TimeZone)
