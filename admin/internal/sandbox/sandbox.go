@@ -30,6 +30,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"strings"
 )
 
@@ -108,5 +110,21 @@ func Start(cmd *exec.Cmd) (Confinement, error) {
 		return Confinement{}, fmt.Errorf("confining %s: the command sets its own environment or process attributes", cmd.Path)
 	}
 	cmd.Env = Env(os.Environ())
+	if kv, ok := maxProcsEnv(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), runtime.NumCPU()); ok {
+		cmd.Env = append(cmd.Env, kv)
+	}
 	return start(cmd)
+}
+
+// maxProcsEnv returns the GOMAXPROCS a confined process is given: this
+// process's, when it runs under a CPU limit (procs below the cpus it may
+// use) that the environment does not set (env). Go sizes itself to a
+// container's CPU limit from files under /proc and /sys, which a confined
+// process cannot read: without this it would take every core of the host.
+// It wins over the function's maxProcs, as GOMAXPROCS always does.
+func maxProcsEnv(env string, procs, cpus int) (string, bool) {
+	if env != "" || procs >= cpus {
+		return "", false
+	}
+	return "GOMAXPROCS=" + strconv.Itoa(procs), true
 }

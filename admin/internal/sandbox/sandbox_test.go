@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,8 +102,12 @@ func testStartConfines(t *testing.T, cgo bool) {
 	if err := json.NewDecoder(&out).Decode(&p); err != nil {
 		t.Fatalf("reading what the probe found: %v\n%s", err, out.String())
 	}
-	if !slices.Equal(p.Env, []string{"GOGC=300"}) {
-		t.Errorf("the probe's environment is %q, want only GOGC=300", p.Env)
+	wantEnv := []string{"GOGC=300"}
+	if kv, ok := maxProcsEnv("", runtime.GOMAXPROCS(0), runtime.NumCPU()); ok {
+		wantEnv = append(wantEnv, kv) // under a CPU limit
+	}
+	if !slices.Equal(p.Env, wantEnv) {
+		t.Errorf("the probe's environment is %q, want only %q", p.Env, wantEnv)
 	}
 	if !c.Files {
 		t.Skipf("files and network not confined here: %s", c.Missing)
@@ -142,6 +147,23 @@ func TestEnvKeepsTheRuntimeSettingsOnly(t *testing.T) {
 	want := []string{"GOGC=400", "GOMAXPROCS=1", "TZ=UTC"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Env = %q, want %q", got, want)
+	}
+}
+
+func TestMaxProcsFollowsACPULimit(t *testing.T) {
+	for _, tt := range []struct {
+		env         string
+		procs, cpus int
+		want        string
+	}{
+		{"", 2, 64, "GOMAXPROCS=2"}, // a container limited to 2 of 64 cores
+		{"", 8, 8, ""},              // no limit: Go's own default
+		{"4", 2, 64, ""},            // the environment's, kept by Env
+	} {
+		got, _ := maxProcsEnv(tt.env, tt.procs, tt.cpus)
+		if got != tt.want {
+			t.Errorf("maxProcsEnv(%q, %d, %d) = %q, want %q", tt.env, tt.procs, tt.cpus, got, tt.want)
+		}
 	}
 }
 
