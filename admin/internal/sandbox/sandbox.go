@@ -55,9 +55,11 @@ func Env(environ []string) []string {
 
 // Confinement says what confines a process started by Start.
 type Confinement struct {
-	// Files: no file access but its binary and the time zone database.
+	// Files: no file access but its binary (and libraries) and the time
+	// zone database.
 	Files bool
-	// TCP: no TCP connection or listening socket.
+	// TCP: no TCP connection or port bound (multipath TCP aside, see the
+	// package doc).
 	TCP bool
 	// Scoped: no abstract Unix socket or signal outside itself.
 	Scoped bool
