@@ -1,0 +1,147 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// buildProbe builds testdata/probe into dir, with cgo (linked dynamically)
+// or without (statically, as Foldline builds function binaries).
+func buildProbe(t *testing.T, dir string, cgo bool) string {
+	t.Helper()
+	bin := filepath.Join(dir, "probe")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/probe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if cgo {
+		build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	}
+	if out, err := build.CombinedOutput(); err != nil {
+		if cgo {
+			t.Skipf("no cgo build here: %v\n%s", err, out)
+		}
+		t.Fatalf("building the probe: %v\n%s", err, out)
+	}
+	if dynamic(bin) != cgo {
+		t.Skipf("the probe built with cgo=%v came out with dynamic=%v", cgo, dynamic(bin))
+	}
+	return bin
+}
+
+func TestStartConfines(t *testing.T) {
+	for _, linking := range []string{"static", "dynamic"} {
+		t.Run(linking, func(t *testing.T) { testStartConfines(t, linking == "dynamic") })
+	}
+}
+
+func testStartConfines(t *testing.T, cgo bool) {
+	bin := buildProbe(t, t.TempDir(), cgo)
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "pulsar-secret.key")
+	if err := os.WriteFile(secret, []byte("the superuser's key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	t.Setenv("FOLDLINE_PULSAR_TOKEN", "a superuser token")
+	t.Setenv("GOGC", "300")
+
+	cmd := exec.Command(bin, secret, dir, l.Addr().String(), strconv.Itoa(sleeper.Process.Pid))
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	c, err := Start(cmd)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the confined probe failed: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	t.Logf("confinement: %s; the probe found %s", c, out.String())
+	// What testdata/probe found it could do: the error of each attempt
+	// by name, "" when it worked, and its environment.
+	var p map[string]any
+	if err := json.NewDecoder(&out).Decode(&p); err != nil {
+		t.Fatalf("reading what the probe found: %v\n%s", err, out.String())
+	}
+	found := func(attempt string) string {
+		text, ok := p[attempt].(string)
+		if !ok {
+			t.Fatalf("the probe says nothing of %s: %v", attempt, p)
+		}
+		return text
+	}
+	var env []string
+	for _, kv := range p["Env"].([]any) {
+		env = append(env, kv.(string))
+	}
+	wantEnv := []string{"GOGC=300"}
+	if kv, ok := maxProcsEnv("", runtime.GOMAXPROCS(0), runtime.NumCPU()); ok {
+		wantEnv = append(wantEnv, kv) // under a CPU limit
+	}
+	if !slices.Equal(env, wantEnv) {
+		t.Errorf("the probe's environment is %q, want only %q", env, wantEnv)
+	}
+	if !c.Files {
+		if abi, err := abiVersion(); err == nil {
+			t.Fatalf("this kernel has Landlock (ABI %d), and the probe's files were not confined: %s", abi, c)
+		}
+		t.Skipf("files and network not confined here: %s", c.Missing)
+	}
+	denied := func(what, got string) {
+		t.Helper()
+		if got == "" {
+			t.Errorf("%s: allowed, want refused", what)
+		} else if !strings.Contains(got, fs.ErrPermission.Error()) && !strings.Contains(got, "operation not permitted") {
+			t.Errorf("%s: %s, want a permission error", what, got)
+		}
+	}
+	denied("reading a file of the caller's", found("ReadFile"))
+	denied("listing a folder of the caller's", found("ListDir"))
+	denied("writing a file", found("WriteFile"))
+	denied("executing /bin/sh", found("Exec"))
+	if _, err := os.Stat(filepath.Join(dir, "written")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the probe wrote a file (%v)", err)
+	}
+	if c.TCP || c.Network {
+		denied("connecting over TCP", found("Connect"))
+	}
+	if c.Network && found("ConnectMPTCP") == "" {
+		// Refused, or unreachable: no interface is up.
+		t.Error("connecting over multipath TCP: allowed, want refused")
+	}
+	if c.Scoped {
+		denied("signalling a process of the caller's", found("Signal"))
+	}
+	if tz := found("TimeZone"); tz != "" {
+		t.Errorf("loading a time zone: %s", tz)
+	}
+}
