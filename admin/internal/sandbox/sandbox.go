@@ -14,11 +14,12 @@
 //     program to execute either; no TCP connection or port bound (Landlock
 //     ABI 4, Linux 6.7); no abstract Unix socket or signal outside itself
 //     (ABI 6, Linux 6.12);
-//   - on Linux, when this process may (CAP_SYS_ADMIN), a network namespace
-//     of its own with no interface up: no network at all. Landlock alone
-//     refuses TCP, but not UDP, nor (on Linux 6.18 here) multipath TCP,
-//     which Go dials when asked: run as an ordinary user, with Landlock
-//     alone, TestStartConfines's probe reaches the test's listener so.
+//   - on Linux, a network namespace of its own with no interface up: no
+//     network at all (as root a network namespace alone; as an ordinary
+//     user one owned by a user namespace of its own, where the kernel
+//     allows one). Landlock alone refuses TCP, but not UDP, nor (on Linux
+//     6.18 here) multipath TCP, which Go dials when asked: with Landlock
+//     alone, TestStartConfines's probe reached the test's listener so.
 //
 // It talks to its caller over the pipes it was started with. What is not
 // confined on a machine is reported in Confinement, for the caller to say;

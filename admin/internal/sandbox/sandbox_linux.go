@@ -34,17 +34,28 @@ var readable = []string{"/usr/share/zoneinfo", "/etc/localtime"}
 // binary, or a prebuilt one, may not be). They hold no secret.
 var libraries = []string{"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/etc/ld.so.cache"}
 
-// canUnshareNet reports whether this process may give a child a network
-// namespace of its own (CAP_SYS_ADMIN: root, most often), nil when it may.
-// It asks once, on a thread of its own that it then lets end.
-var canUnshareNet = sync.OnceValue(func() error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends in its namespace
-		done <- unix.Unshare(unix.CLONE_NEWNET)
-	}()
-	return <-done
+// netnsFlags returns the clone flags that give a child a network namespace
+// of its own, as this process may: a network namespace alone (it has
+// CAP_SYS_ADMIN: root, most often), else one owned by a user namespace of
+// the child's own (an ordinary user, where the kernel lets one make user
+// namespaces). The child's user namespace maps no user: the child keeps
+// its user to the kernel (its files, its binary) and shows as the overflow
+// user (65534) inside. It asks once, by starting a program that does not
+// exist with each set of flags in turn: ENOENT means the namespaces were
+// made and only the program was missing.
+var netnsFlags = sync.OnceValues(func() (uintptr, error) {
+	var err error
+	for _, flags := range []uintptr{syscall.CLONE_NEWNET, syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET} {
+		_, err = syscall.ForkExec(noProgram, []string{noProgram}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Cloneflags: flags}})
+		if errors.Is(err, syscall.ENOENT) {
+			return flags, nil
+		}
+	}
+	return 0, err
 })
+
+// noProgram is a path no program is at.
+const noProgram = "/nonexistent/foldline-sandbox-probe"
 
 // dynamic reports whether bin is linked dynamically (it names an ELF
 // interpreter), and needs the libraries; a static binary, as Foldline
@@ -111,10 +122,10 @@ func start(cmd *exec.Cmd) (Confinement, error) {
 		// ENOSYS: a kernel without it; EOPNOTSUPP: built, but off at boot.
 		c.lack(fmt.Sprintf("files and signals not confined: this kernel has no Landlock (%v)", abiErr))
 	}
-	if err := canUnshareNet(); err == nil {
+	if flags, err := netnsFlags(); err == nil {
 		// No interface up in it: no network at all, where Landlock
 		// refuses only TCP (and here not even multipath TCP).
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags}
 		c.Network = true
 	} else if c.TCP {
 		c.lack(fmt.Sprintf("UDP and multipath TCP not confined (no network namespace: %v)", err))
