@@ -32,7 +32,9 @@ func Read(path string, max int64) ([]byte, error) {
 	if !info.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w (%s)", ErrNotRegular, Kind(info.Mode()))
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	checked := info
+	beforeOpen(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|openFlags, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			return nil, fmt.Errorf("%w (%s)", ErrNotRegular, Kind(fs.ModeSymlink))
@@ -40,12 +42,17 @@ func Read(path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	// The path may have been swapped since Lstat: check what was opened.
+	// The path may have been swapped since Lstat: check what was opened,
+	// and that it is the file checked (where a symbolic link is followed,
+	// a link swapped in opens its target, a regular file too).
 	if info, err = f.Stat(); err != nil {
 		return nil, err
 	}
 	if !info.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w (%s)", ErrNotRegular, Kind(info.Mode()))
+	}
+	if !os.SameFile(checked, info) {
+		return nil, fmt.Errorf("%w (replaced while it was opened)", ErrNotRegular)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
@@ -56,6 +63,10 @@ func Read(path string, max int64) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// beforeOpen is called between the check of path and its open: a test's
+// chance to swap the file.
+var beforeOpen = func(string) {}
 
 // Kind names a file mode's type in words.
 func Kind(mode fs.FileMode) string {

@@ -68,3 +68,27 @@ func TestReadDoesNotBlockOnAFIFOSwappedIn(t *testing.T) {
 		t.Fatal("opening a FIFO blocked")
 	}
 }
+
+// TestReadRefusesAFileSwappedIn swaps another regular file in between the
+// check and the open: what was opened is not what was checked.
+func TestReadRefusesAFileSwappedIn(t *testing.T) {
+	dir := t.TempDir()
+	path, other := filepath.Join(dir, "manifest.yaml"), filepath.Join(dir, "other.yaml")
+	if err := os.WriteFile(path, []byte("a: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, []byte("b: 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	beforeOpen = func(p string) {
+		if err := os.Rename(other, p); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { beforeOpen = func(string) {} })
+	data, err := Read(path, 100)
+	if !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("Read of a file swapped in after the check = %q, %v; want %v", data, err, ErrNotRegular)
+	}
+	t.Log(err)
+}
