@@ -15,7 +15,8 @@ import (
 // this machine, as the fused backfill, foldline verify and foldline
 // training-set do, with user-activity replaced by a hostile stage
 // (testdata/snoop) that tries, for every event, to read a file anyone may
-// read, to reach the broker over TCP and multipath TCP, and counts the
+// read, to reach the broker over TCP and multipath TCP and a named Unix
+// socket anyone may connect to, and counts the
 // variables of its environment besides the Go runtime's: each row it makes
 // says it could do none of it (package sandbox), though this test, as the
 // caller, can do all of it.
@@ -33,6 +34,15 @@ func TestLocalRunConfinesTheTenantsCode(t *testing.T) {
 		t.Fatalf("the caller cannot reach the broker either: %v", err)
 	}
 	conn.Close()
+	os.Remove(snoopSocket) // a run's that was killed
+	unix, err := net.Listen("unix", snoopSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close()
+	if err := os.Chmod(snoopSocket, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("FOLDLINE_PULSAR_TOKEN", "a token the tenant's code must not see")
 
 	cmd := s.opts.Command
@@ -54,9 +64,12 @@ func TestLocalRunConfinesTheTenantsCode(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("running the path locally: %v", err)
 	}
-	const want = "file refused, tcp refused, mptcp refused, 0 variables"
+	const want = "file refused, tcp refused, mptcp refused, unix refused, 0 variables"
 	if len(found) != 1 || found[want] == 0 {
 		t.Fatalf("the stage found %v, want only %q", found, want)
 	}
 	t.Logf("%d events: %q", found[want], want)
 }
+
+// snoopSocket is testdata/snoop's Socket.
+const snoopSocket = "/tmp/foldline-e2e-snoop.sock"

@@ -66,6 +66,9 @@ type Confinement struct {
 	Scoped bool
 	// Network: a network namespace of its own, with no interface up.
 	Network bool
+	// Root: a root directory of its own, with its binary and the time
+	// zone database only: no named Unix socket to connect to.
+	Root bool
 	// Missing says what is not confined and why; "" when nothing is
 	// missing but what Landlock never covers (see the package doc).
 	Missing string
@@ -85,6 +88,9 @@ func (c Confinement) String() string {
 	}
 	if c.Scoped {
 		confined = append(confined, "signals")
+	}
+	if c.Root {
+		confined = append(confined, "Unix sockets")
 	}
 	text := strings.Join(confined[:len(confined)-1], ", ")
 	if len(confined) > 1 {

@@ -35,17 +35,19 @@ var readable = []string{"/usr/share/zoneinfo", "/etc/localtime"}
 var libraries = []string{"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/etc/ld.so.cache"}
 
 // netnsFlags returns the clone flags that give a child a network namespace
-// of its own, as this process may: a network namespace alone (it has
-// CAP_SYS_ADMIN: root, most often), else one owned by a user namespace of
-// the child's own (an ordinary user, where the kernel lets one make user
-// namespaces). The child's user namespace maps no user: the child keeps
-// its user to the kernel (its files, its binary) and shows as the overflow
-// user (65534) inside. It asks once, by starting a program that does not
-// exist with each set of flags in turn: ENOENT means the namespaces were
-// made and only the program was missing.
+// of its own, as this process may: one owned by a user namespace of the
+// child's own (root, or an ordinary user where the kernel lets one make
+// user namespaces), else a network namespace alone (it has CAP_SYS_ADMIN,
+// but may make no user namespace: some containers). The child's user
+// namespace maps no user: the child keeps its user to the kernel (its
+// files, its binary), shows as the overflow user (65534) inside, and holds
+// no capability once it executes its binary, as root neither. It asks
+// once, by starting a program that does not exist with each set of flags
+// in turn: ENOENT means the namespaces were made and only the program was
+// missing.
 var netnsFlags = sync.OnceValues(func() (uintptr, error) {
 	var err error
-	for _, flags := range []uintptr{syscall.CLONE_NEWNET, syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET} {
+	for _, flags := range []uintptr{syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET, syscall.CLONE_NEWNET} {
 		_, err = syscall.ForkExec(noProgram, []string{noProgram}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Cloneflags: flags}})
 		if errors.Is(err, syscall.ENOENT) {
 			return flags, nil
@@ -110,11 +112,29 @@ func abiVersion() (int, error) {
 // privileges allow.
 func start(cmd *exec.Cmd) (Confinement, error) {
 	var c Confinement
+	bin := cmd.Path
+	flags, nsErr := netnsFlags()
+	var r *root
+	switch {
+	case nsErr != nil:
+		c.lack(fmt.Sprintf("named Unix sockets not confined (no user namespace: %v)", nsErr))
+	case flags&syscall.CLONE_NEWUSER == 0:
+		c.lack("named Unix sockets not confined (no user namespace)")
+	case dynamic(bin):
+		c.lack("named Unix sockets not confined (the binary is linked dynamically)")
+	default:
+		var err error
+		if r, err = newRoot(bin); err != nil {
+			c.lack(fmt.Sprintf("named Unix sockets not confined (%v)", err))
+		} else {
+			defer r.release()
+		}
+	}
 	abi, abiErr := abiVersion()
 	ruleset := -1
 	if abiErr == nil {
 		var err error
-		if ruleset, err = newRuleset(abi, cmd.Path, &c); err != nil {
+		if ruleset, err = newRuleset(abi, bin, r, &c); err != nil {
 			return Confinement{}, err
 		}
 		defer unix.Close(ruleset)
@@ -122,19 +142,26 @@ func start(cmd *exec.Cmd) (Confinement, error) {
 		// ENOSYS: a kernel without it; EOPNOTSUPP: built, but off at boot.
 		c.lack(fmt.Sprintf("files and signals not confined: this kernel has no Landlock (%v)", abiErr))
 	}
-	if flags, err := netnsFlags(); err == nil {
+	if nsErr == nil {
 		// No interface up in it: no network at all, where Landlock
 		// refuses only TCP (and here not even multipath TCP).
 		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags}
 		c.Network = true
+		if r != nil {
+			// The child chroots before it executes its binary, and
+			// starts in its root: a working directory outside would
+			// leave every relative path open.
+			cmd.SysProcAttr.Chroot, cmd.Path, cmd.Dir = r.dir, r.bin, "/"
+			c.Root = true
+		}
 	} else if c.TCP {
-		c.lack(fmt.Sprintf("UDP and multipath TCP not confined (no network namespace: %v)", err))
+		c.lack(fmt.Sprintf("UDP and multipath TCP not confined (no network namespace: %v)", nsErr))
 	} else {
-		c.lack(fmt.Sprintf("network not confined (no network namespace: %v)", err))
+		c.lack(fmt.Sprintf("network not confined (no network namespace: %v)", nsErr))
 	}
 	if ruleset < 0 {
 		if err := cmd.Start(); err != nil {
-			return Confinement{}, fmt.Errorf("starting %s: %w", cmd.Path, err)
+			return Confinement{}, fmt.Errorf("starting %s: %w", bin, err)
 		}
 		return c, nil
 	}
@@ -143,7 +170,7 @@ func start(cmd *exec.Cmd) (Confinement, error) {
 	if cmd.Stdin == nil || cmd.Stdout == nil || cmd.Stderr == nil {
 		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 		if err != nil {
-			return Confinement{}, fmt.Errorf("opening %s for %s: %w", os.DevNull, cmd.Path, err)
+			return Confinement{}, fmt.Errorf("opening %s for %s: %w", os.DevNull, bin, err)
 		}
 		defer null.Close()
 		if cmd.Stdin == nil {
@@ -163,15 +190,15 @@ func start(cmd *exec.Cmd) (Confinement, error) {
 		// thread ends with it: no other goroutine ever runs confined.
 		runtime.LockOSThread()
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			started <- fmt.Errorf("confining %s: no_new_privs: %w", cmd.Path, err)
+			started <- fmt.Errorf("confining %s: no_new_privs: %w", bin, err)
 			return
 		}
 		if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
-			started <- fmt.Errorf("confining %s: landlock_restrict_self: %w", cmd.Path, errno)
+			started <- fmt.Errorf("confining %s: landlock_restrict_self: %w", bin, errno)
 			return
 		}
 		if err := cmd.Start(); err != nil {
-			started <- fmt.Errorf("starting %s confined: %w", cmd.Path, err)
+			started <- fmt.Errorf("starting %s confined: %w", bin, err)
 			return
 		}
 		started <- nil
@@ -184,8 +211,9 @@ func start(cmd *exec.Cmd) (Confinement, error) {
 
 // newRuleset makes the ruleset of a confined bin for Landlock ABI abi:
 // every right it knows handled, and granted only to read and execute bin
-// and the libraries, and to read the readable paths.
-func newRuleset(abi int, bin string, c *Confinement) (int, error) {
+// and the libraries, and to read the readable paths; in r's copies of
+// them when bin runs in root r.
+func newRuleset(abi int, bin string, r *root, c *Confinement) (int, error) {
 	c.Files = true
 	attr := unix.LandlockRulesetAttr{Access_fs: fsRights(abi)}
 	if abi >= 4 {
@@ -222,13 +250,20 @@ func newRuleset(abi int, bin string, c *Confinement) (int, error) {
 		}
 		return nil
 	}
-	if err := grant(bin, unix.LANDLOCK_ACCESS_FS_EXECUTE|unix.LANDLOCK_ACCESS_FS_READ_FILE); err != nil {
+	self := bin
+	if r != nil {
+		self = r.link // the same file, unless a copy
+	}
+	if err := grant(self, unix.LANDLOCK_ACCESS_FS_EXECUTE|unix.LANDLOCK_ACCESS_FS_READ_FILE); err != nil {
 		unix.Close(ruleset)
 		return -1, fmt.Errorf("confining %s: granting its own binary: %w", bin, err)
 	}
 	read := uint64(unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR)
 	paths := map[string]uint64{}
 	for _, path := range readable {
+		if r != nil {
+			path = r.path(path)
+		}
 		paths[path] = read
 	}
 	if dynamic(bin) {

@@ -36,6 +36,7 @@ func TestConfinementString(t *testing.T) {
 		c    Confinement
 		want string
 	}{
+		{Confinement{Files: true, TCP: true, Scoped: true, Network: true, Root: true}, "environment, files, network, signals and Unix sockets confined"},
 		{Confinement{Files: true, TCP: true, Scoped: true, Network: true}, "environment, files, network and signals confined"},
 		{Confinement{Files: true, TCP: true, Scoped: true, Missing: "UDP not confined"}, "environment, files, TCP and signals confined; UDP not confined"},
 		{Confinement{Missing: "files not confined"}, "environment confined; files not confined"},

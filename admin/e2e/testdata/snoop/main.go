@@ -1,7 +1,7 @@
 // Command snoop is a hostile user-activity stage for the confinement test
 // (TestFusedBackfillConfinesTheTenantsCode): for every event it tries to
 // read a file anyone may read, to reach the broker over TCP and multipath
-// TCP, and counts the variables of its environment other than the Go
+// TCP and the test's named Unix socket (Socket), and counts the variables of its environment other than the Go
 // runtime's, and writes what it found as the row's key, so that the table a
 // backfill writes shows what the tenant's code could do where it ran.
 package main
@@ -22,6 +22,10 @@ import (
 
 // broker is the local stack's Pulsar broker.
 const broker = "127.0.0.1:6650"
+
+// Socket is the named Unix socket the test listens on, anyone may connect
+// to (as the Docker daemon's may be, or the user's D-Bus).
+const Socket = "/tmp/foldline-e2e-snoop.sock"
 
 // outcome is "refused" for an attempt that failed, "done" for one that
 // worked.
@@ -51,7 +55,11 @@ func found() string {
 			others++
 		}
 	}
-	return fmt.Sprintf("file %s, tcp %s, mptcp %s, %d variables", outcome(err), outcome(dial(false)), outcome(dial(true)), others)
+	c, unixErr := net.DialTimeout("unix", Socket, time.Second)
+	if unixErr == nil {
+		c.Close()
+	}
+	return fmt.Sprintf("file %s, tcp %s, mptcp %s, unix %s, %d variables", outcome(err), outcome(dial(false)), outcome(dial(true)), outcome(unixErr), others)
 }
 
 func activity(in transform.Input[event.Event]) ([]transform.Output, error) {

@@ -2,7 +2,7 @@
 // what a hostile function would, and prints, as JSON, the error of each
 // attempt ("" when it worked).
 //
-//	probe SECRET-FILE DIR TCP-ADDRESS OTHER-PID
+//	probe SECRET-FILE DIR TCP-ADDRESS OTHER-PID UNIX-SOCKET
 package main
 
 import (
@@ -24,6 +24,7 @@ type Probe struct {
 	WriteFile    string
 	Connect      string
 	ConnectMPTCP string
+	ConnectUnix  string
 	Exec         string
 	TimeZone     string
 	Signal       string
@@ -65,10 +66,15 @@ func main() {
 	sh := exec.Command("/bin/sh", "-c", "true")
 	sh.Stdin, sh.Stdout, sh.Stderr = os.Stdin, os.Stderr, os.Stderr // no /dev/null to open
 	p.Exec = errText(sh.Run())
-	if _, err := os.Stat("/usr/share/zoneinfo/Europe/Paris"); err == nil {
-		_, err = time.LoadLocation("Europe/Paris")
-		p.TimeZone = errText(err)
+	// A named Unix socket of the caller's (the Docker daemon's, the
+	// user's D-Bus: Landlock has no right over connecting to one).
+	if c, err := net.Dial("unix", os.Args[5]); err != nil {
+		p.ConnectUnix = errText(err)
+	} else {
+		c.Close()
 	}
+	_, err = time.LoadLocation("Europe/Paris")
+	p.TimeZone = errText(err)
 	// SIGURG, whose default action is to ignore it, to a process of the
 	// caller's (Landlock lets a process signal its parent).
 	p.Signal = errText(syscall.Kill(other, syscall.SIGURG))
