@@ -15,16 +15,18 @@
 //     ABI 4, Linux 6.7); no abstract Unix socket or signal outside itself
 //     (ABI 6, Linux 6.12);
 //   - on Linux, a network namespace of its own with no interface up: no
-//     network at all (as root a network namespace alone; as an ordinary
-//     user one owned by a user namespace of its own, where the kernel
-//     allows one). Landlock alone refuses TCP, but not UDP, nor (on Linux
-//     6.18 here) multipath TCP, which Go dials when asked: with Landlock
-//     alone, TestStartConfines's probe reached the test's listener so.
+//     network at all (one owned by a user namespace of its own, where the
+//     kernel allows one, else, as root, a network namespace alone).
+//     Landlock alone refuses TCP, but not UDP, nor (on Linux 6.18 here)
+//     multipath TCP, which Go dials when asked: with Landlock alone,
+//     TestStartConfines's probe reached the test's listener so;
+//   - on Linux, for a static binary in a user namespace, a root directory
+//     of its own (root_linux.go): Landlock never refuses connecting to a
+//     named Unix socket the user can reach, and under its own root there
+//     is none.
 //
 // It talks to its caller over the pipes it was started with. What is not
-// confined on a machine is reported in Confinement, for the caller to say;
-// Landlock never refuses connecting to a named Unix socket the user can
-// reach.
+// confined on a machine is reported in Confinement, for the caller to say.
 package sandbox
 
 import (
