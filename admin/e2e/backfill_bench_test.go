@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -39,7 +40,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 	s, n, ledger := deployBenchLedger(b, "bfbench")
 
 	for b.Loop() {
-		readTime := readAll(b, s.svc, ledger, n)
+		readTime, _ := readBest(b, s.svc, ledger, n, nil)
 		services := map[string]int{"pulsar": testenv.ServicePID(b, "pulsar"), "cassandra": testenv.ServicePID(b, "cassandra")}
 
 		opts := s.backfillOptions("user_activity", s.opts.Dir)
@@ -157,17 +158,39 @@ func deployBenchLedger(b *testing.B, name string) (*shop, int, string) {
 // the same ledger.
 const backfillAim = "<= 8x"
 
-// readAll reads topic from its first message until n messages have come,
-// and returns how long it took.
-func readAll(b *testing.B, svc testenv.Services, topic string, n int) time.Duration {
+// readBest reads topic from its first message until n messages have come,
+// readRounds times, and returns the shortest time and the CPU that pids
+// used in that read: the limit the benchmarks divide by is the best read
+// the machine gave in the run, not one read that may have been slow (one
+// read of the same ledger took 1.34–1.93 s on 5 December). It prints every
+// read's time.
+func readBest(b *testing.B, svc testenv.Services, topic string, n int, pids map[string]int) (time.Duration, map[string]time.Duration) {
 	b.Helper()
 	client, err := pulsar.NewClient(svc.PulsarClientOptions())
 	if err != nil {
 		b.Fatalf("connecting to Pulsar: %v", err)
 	}
 	defer client.Close()
-	return testenv.TimeRead(b, client, topic, n)
+	var (
+		best    time.Duration
+		bestCPU map[string]time.Duration
+		times   []string
+	)
+	for range readRounds {
+		before := cpuTimes(pids)
+		d := testenv.TimeRead(b, client, topic, n)
+		cpu := cpuSince(pids, before)
+		times = append(times, d.Round(10*time.Millisecond).String())
+		if best == 0 || d < best {
+			best, bestCPU = d, cpu
+		}
+	}
+	fmt.Printf("plain reads of %d events: %s; the best, %s, is the limit\n", n, strings.Join(times, ", "), best.Round(10*time.Millisecond))
+	return best, bestCPU
 }
+
+// readRounds is how many times readBest reads the ledger.
+const readRounds = 3
 
 // cpuTimes reads the CPU time each process has used so far.
 func cpuTimes(pids map[string]int) map[string]time.Duration {

@@ -43,9 +43,7 @@ func BenchmarkFloorVsReader(b *testing.B) {
 
 	defer runtimeGC()() // for the reader and the floor alike
 	for b.Loop() {
-		before := cpuTimes(pids)
-		readTime := readAll(b, s.svc, ledger, n)
-		readCPU := cpuSince(pids, before)
+		readTime, readCPU := readBest(b, s.svc, ledger, n, pids)
 		floorTime, floorCPU := timeFloor(b, s, ledger, n, pids)
 
 		perEvent := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }

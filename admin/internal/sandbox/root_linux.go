@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // A static binary runs with a root directory of its own (chroot): its
@@ -71,6 +73,7 @@ func newRoot(bin string) (*root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making a root for %s: %w", bin, err)
 	}
+	sweepOnce(dir)
 	var id [8]byte
 	rand.Read(id[:])
 	r := &root{dir: dir, bin: "/bin/" + hex.EncodeToString(id[:])}
@@ -81,6 +84,38 @@ func newRoot(bin string) (*root, error) {
 		}
 	}
 	return r, nil
+}
+
+// swept holds the roots whose stale links this process removed.
+var swept sync.Map
+
+// staleAfter is the age of a link in a root's bin that no start is still
+// using: each is removed as soon as its process runs.
+const staleAfter = time.Hour
+
+// sweepNow is the time the sweep takes as now (a test's to move).
+var sweepNow = time.Now
+
+// sweepOnce removes, once per process and root, the links left in dir's
+// bin by a command that died between a link and its removal (a copy, across
+// file systems, holds a binary's size).
+func sweepOnce(dir string) {
+	if _, done := swept.LoadOrStore(dir, true); done {
+		return
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "bin"))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		// The change time, which a link sets: a link's modification time
+		// is its binary's, as old as the build.
+		if info, err := e.Info(); err == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok && sweepNow().Sub(time.Unix(st.Ctim.Unix())) > staleAfter {
+				os.Remove(filepath.Join(dir, "bin", e.Name()))
+			}
+		}
+	}
 }
 
 // path is where the root's copy of a host path is.

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // buildProbe builds testdata/probe into dir, with cgo (linked dynamically)
@@ -236,5 +237,41 @@ func testStartConfines(t *testing.T, cgo bool) {
 		if tz := found("TimeZone"); tz != "" {
 			t.Errorf("loading a time zone: %s", tz)
 		}
+	}
+}
+
+// TestRootSweepsStaleLinks leaves a link in a root's bin as a command that
+// died before removing it would: a later process using the root removes
+// it once it is an hour old by its change time (which the link set), not by
+// its modification time (its binary's, as old as the build).
+func TestRootSweepsStaleLinks(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fn")
+	if err := os.WriteFile(bin, []byte("not run"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	built := time.Now().Add(-2 * staleAfter)
+	if err := os.Chtimes(bin, built, built); err != nil {
+		t.Fatal(err)
+	}
+	r, err := newRoot(bin) // a start under way: its link is fresh
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.release()
+	sweep := func(now time.Time) {
+		old := sweepNow
+		sweepNow = func() time.Time { return now }
+		defer func() { sweepNow = old }()
+		swept.Delete(r.dir)
+		sweepOnce(r.dir)
+	}
+	sweep(time.Now())
+	if _, err := os.Stat(r.link); err != nil {
+		t.Fatalf("the link of a start under way was removed: %v", err)
+	}
+	sweep(time.Now().Add(staleAfter + time.Minute))
+	if _, err := os.Stat(r.link); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a link an hour old is still there (%v)", err)
 	}
 }
