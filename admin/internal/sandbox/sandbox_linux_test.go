@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -240,16 +241,24 @@ func testStartConfines(t *testing.T, cgo bool) {
 	}
 }
 
+// fakeBinary writes a file that stands for a binary (never run) in a
+// directory of its own, and returns both.
+func fakeBinary(t *testing.T) (dir, bin string) {
+	t.Helper()
+	dir = t.TempDir()
+	bin = filepath.Join(dir, "fn")
+	if err := os.WriteFile(bin, []byte("not run"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir, bin
+}
+
 // TestRootSweepsStaleLinks leaves a link in a root's bin as a command that
 // died before removing it would: a later process using the root removes
 // it once it is an hour old by its change time (which the link set), not by
 // its modification time (its binary's, as old as the build).
 func TestRootSweepsStaleLinks(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "fn")
-	if err := os.WriteFile(bin, []byte("not run"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	_, bin := fakeBinary(t)
 	built := time.Now().Add(-2 * staleAfter)
 	if err := os.Chtimes(bin, built, built); err != nil {
 		t.Fatal(err)
@@ -273,5 +282,45 @@ func TestRootSweepsStaleLinks(t *testing.T) {
 	sweep(time.Now().Add(staleAfter + time.Minute))
 	if _, err := os.Stat(r.link); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a link an hour old is still there (%v)", err)
+	}
+}
+
+// TestRootMadeAtOnce makes the root of one binary from several goroutines
+// at once, as commands started together would: each gets it whole, with
+// the time zone database in it.
+func TestRootMadeAtOnce(t *testing.T) {
+	dir, bin := fakeBinary(t)
+	roots := make([]*root, 4)
+	errs := make([]error, len(roots))
+	var wg sync.WaitGroup
+	for i := range roots {
+		wg.Go(func() { roots[i], errs[i] = newRoot(bin) })
+	}
+	wg.Wait()
+	for i, r := range roots {
+		if errs[i] != nil {
+			t.Fatalf("newRoot %d: %v", i, errs[i])
+		}
+		defer r.release()
+		if r.dir != roots[0].dir {
+			t.Errorf("root %d is %s, root 0 %s", i, r.dir, roots[0].dir)
+		}
+		if _, err := os.Stat(r.link); err != nil {
+			t.Errorf("root %d: its binary's link: %v", i, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(zoneinfo, "Europe/Paris")); err == nil {
+		if _, err := os.Stat(roots[0].path(filepath.Join(zoneinfo, "Europe/Paris"))); err != nil {
+			t.Errorf("the root lacks the time zone database: %v", err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".foldline-root-tmp-") {
+			t.Errorf("a root half made is left: %s", e.Name())
+		}
 	}
 }
