@@ -56,6 +56,22 @@ var netnsFlags = sync.OnceValues(func() (uintptr, error) {
 	return 0, err
 })
 
+// chrootErr says whether a child cloned with flags (netnsFlags's, with a
+// user namespace) may chroot: some system call filters let a process make
+// namespaces but not chroot, and there a start with a root would fail,
+// where one without runs. Asked once, as netnsFlags asks, chrooting to /.
+var chrootErr = sync.OnceValue(func() error {
+	flags, err := netnsFlags()
+	if err != nil {
+		return err
+	}
+	_, err = syscall.ForkExec(noProgram, []string{noProgram}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Cloneflags: flags, Chroot: "/"}})
+	if errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
+	return fmt.Errorf("chroot: %w", err)
+})
+
 // noProgram is a path no program is at.
 const noProgram = "/nonexistent/foldline-sandbox-probe"
 
@@ -122,6 +138,8 @@ func start(cmd *exec.Cmd) (Confinement, error) {
 		c.lack("named Unix sockets not confined (no user namespace)")
 	case dynamic(bin):
 		c.lack("named Unix sockets not confined (the binary is linked dynamically)")
+	case chrootErr() != nil:
+		c.lack(fmt.Sprintf("named Unix sockets not confined (%v)", chrootErr()))
 	default:
 		var err error
 		if r, err = newRoot(bin); err != nil {

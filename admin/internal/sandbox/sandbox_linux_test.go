@@ -324,3 +324,29 @@ func TestRootMadeAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestStartWithoutChroot stands for a system call filter that lets a
+// process make namespaces but not chroot: the binary then runs without a
+// root of its own, and the confinement says so, instead of not starting.
+func TestStartWithoutChroot(t *testing.T) {
+	if _, err := netnsFlags(); err != nil {
+		t.Skipf("no namespaces here: %v", err)
+	}
+	bin := buildProbe(t, t.TempDir(), false)
+	old := chrootErr
+	chrootErr = func() error { return errors.New("chroot: operation not permitted") }
+	t.Cleanup(func() { chrootErr = old })
+	cmd := exec.Command(bin, "/nonexistent", t.TempDir(), "127.0.0.1:1", strconv.Itoa(os.Getpid()), "/nonexistent.sock")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	c, err := Start(cmd)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the probe failed: %v\n%s", err, out.String())
+	}
+	if c.Root || !strings.Contains(c.Missing, "named Unix sockets not confined (chroot: operation not permitted)") {
+		t.Errorf("confinement %q, want no root and the reason", c)
+	}
+}
