@@ -140,6 +140,10 @@ type Result struct {
 	// Until is a replay's cutoff (Options.Until); Table then holds the view
 	// as of it, and the view still reads OldTable.
 	Until string `json:"until,omitempty"`
+	// SwitchedAt is when the view began to read Table: before the old
+	// version's functions were retired, which takes a few tenths of a
+	// second more. Zero for a replay, which switches nothing.
+	SwitchedAt time.Time `json:"switchedAt,omitzero"`
 }
 
 // env is one connection to the cluster with the manifests loaded.
@@ -541,6 +545,7 @@ func (e *env) finish(ctx context.Context, opts Options, rec *backfillrecord.Reco
 	if _, err := registry.Activate(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
 		return nil, err
 	}
+	res.SwitchedAt = time.Now().UTC()
 	fmt.Fprintf(opts.ErrOut, "view %s now reads %s.%s (was %s)\n", rec.View, ks, rec.Table, orNone(rec.OldTable))
 	// Earlier backfills of the view whose tables are no longer active (a
 	// rollback with views --activate skipped them) are retired too.

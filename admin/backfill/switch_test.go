@@ -304,8 +304,8 @@ func TestRequireIdenticalWaitsForTheOldPath(t *testing.T) {
 		if err != nil {
 			t.Fatalf("finish: %v", err)
 		}
-		if res.State != StateSwitched || res.Diff == nil || !res.Diff.Identical() {
-			t.Fatalf("result %+v (diff %v), want switched after an identical comparison", res, res.Diff)
+		if res.State != StateSwitched || res.Diff == nil || !res.Diff.Identical() || res.SwitchedAt.IsZero() {
+			t.Fatalf("result %+v (diff %v), want switched, with its time, after an identical comparison", res, res.Diff)
 		}
 		if active, _, _ := state(t, e); active != "user_activity_v2" {
 			t.Fatalf("the view reads %s, want user_activity_v2", active)
