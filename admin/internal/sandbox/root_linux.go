@@ -24,8 +24,9 @@ import (
 // socket can start any program outside its confinement; under its own root
 // no such path exists. The root is made once beside the binary (the
 // builder's cache, the user's) and kept; each process started gets a hard
-// link of its binary in it (a copy across file systems), removed once the
-// process runs. The process is chrooted by a clone into a user namespace,
+// link of its binary in it (a copy where the kernel refuses the link: a
+// binary of another user's, under fs.protected_hardlinks), removed once
+// the process runs. The process is chrooted by a clone into a user namespace,
 // so that it holds no capability once it executes its binary: it cannot
 // chroot again to leave its root.
 
@@ -97,8 +98,8 @@ const staleAfter = time.Hour
 var sweepNow = time.Now
 
 // sweepOnce removes, once per process and root, the links left in dir's
-// bin by a command that died between a link and its removal (a copy, across
-// file systems, holds a binary's size).
+// bin by a command that died between a link and its removal (a copy holds a
+// binary's size).
 func sweepOnce(dir string) {
 	if _, done := swept.LoadOrStore(dir, true); done {
 		return
