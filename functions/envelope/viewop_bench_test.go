@@ -49,3 +49,34 @@ func benchEncode(b *testing.B, encode func(ViewOp) ([]byte, error)) {
 		}
 	}
 }
+
+// BenchmarkRowOpRoundTrip writes the benchmark's operation and reads it
+// back, as JSON (a stage and the deployed sink) and in the local form (a
+// local chain and the process that folds its operations).
+func BenchmarkRowOpRoundTrip(b *testing.B) {
+	op, err := DecodeRowOp(benchPayload)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, form := range []struct {
+		name   string
+		encode func(RowOp, []byte) ([]byte, error)
+		decode func([]byte) (RowOp, error)
+	}{
+		{"json", RowOp.AppendJSON, DecodeRowOp},
+		{"local", RowOp.AppendLocal, DecodeLocalRowOp},
+	} {
+		b.Run(form.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				payload, err := form.encode(op, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := form.decode(payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"os"
 	"reflect"
 	"slices"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +22,7 @@ import (
 )
 
 // shopEvents are n generated shop events (2 % malformed) as ledger events.
-func shopEvents(t *testing.T, n int) []Message {
+func shopEvents(t testing.TB, n int) []Message {
 	t.Helper()
 	var lines bytes.Buffer
 	if _, err := gen.Generate(&lines, gen.Options{Events: n, Users: 50, Malformed: 0.02, Seed: 7}); err != nil {
@@ -37,7 +40,7 @@ func shopEvents(t *testing.T, n int) []Message {
 }
 
 // startShopPath starts the shop's user_activity path.
-func startShopPath(t *testing.T) *Pipeline {
+func startShopPath(t testing.TB) *Pipeline {
 	t.Helper()
 	set, err := manifest.Load("../../../manifests")
 	if err != nil {
@@ -153,4 +156,63 @@ func TestChainGivesWhatProcessesGive(t *testing.T) {
 			t.Fatalf("operation %d: chained %+v, separate %+v", i, chained.ops[i], separate.ops[i])
 		}
 	}
+}
+
+// BenchmarkLocalPath is the fused engine's work without a cluster: the
+// shop's user_activity path (validate and user-activity chained in one
+// process, as `foldline backfill --engine fused` runs them) over
+// FOLDLINE_BENCH_EVENTS generated events (default 200 000) in batches of
+// 2000, streamed, each view operation decoded with its origin as the sink
+// gets it. cpu-µs/event is this process's CPU and the path's (its
+// processes, once they have exited), per event; with ChainEnv=off, a
+// process per function.
+//
+//	go test -run '^$' -bench LocalPath -benchtime 1x ./admin/internal/localrun/
+func BenchmarkLocalPath(b *testing.B) {
+	n := 200_000
+	if s := os.Getenv("FOLDLINE_BENCH_EVENTS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			b.Fatalf("FOLDLINE_BENCH_EVENTS=%q: %v", s, err)
+		}
+	}
+	events := shopEvents(b, n)
+	p := startShopPath(b) // built and started once, before the clock
+	p.Close()
+	for b.Loop() {
+		before := rusageCPU()
+		p := startShopPath(b)
+		ops := 0
+		batches := func(yield func([]Message, error) bool) {
+			for i := 0; i < len(events); i += 2000 {
+				if !yield(events[i:min(i+2000, len(events))], nil) {
+					return
+				}
+			}
+		}
+		err := p.Stream(b.Context(), iter.Seq2[[]Message, error](batches), func([]Message) {}, func(cassandra.Op, Message) error {
+			ops++
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if ops < n/2 {
+			b.Fatalf("%d view operations from %d events", ops, n)
+		}
+		b.ReportMetric(float64((rusageCPU()-before).Microseconds())/float64(n), "cpu-µs/event")
+	}
+}
+
+// rusageCPU is the CPU time of this process and of its children that have
+// been waited for.
+func rusageCPU() time.Duration {
+	var self, children syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
 }

@@ -263,7 +263,8 @@ func startBinary(ctx context.Context, bin gobuild.Binary, functions []*manifest.
 }
 
 // instanceConf is the instance config the worker would give st: its
-// function details, with the user config deploy gives it.
+// function details, with the user config deploy gives a backfill's copy of
+// it (the ledger epochs, the origin as one property).
 func instanceConf(st *manifest.Stage, epochs map[string]string) (string, error) {
 	c := st.Function.Config
 	uc := maps.Clone(c.UserConfig)
@@ -280,6 +281,11 @@ func instanceConf(st *manifest.Stage, epochs map[string]string) (string, error) 
 	}
 	if len(ledger) > 0 {
 		uc[pf.UserConfigLedgerEpochs] = ledger
+	}
+	if _, set := uc[pf.UserConfigOriginProperty]; !set {
+		// As a backfill's copies write it: only this process reads the
+		// outputs, and it reads both forms.
+		uc[pf.UserConfigOriginProperty] = "single"
 	}
 	ucJSON, err := json.Marshal(uc)
 	if err != nil {

@@ -194,7 +194,8 @@ func (p *Pipeline) emit(events, msgs []Message, op func(cassandra.Op, Message) e
 			return fmt.Errorf("the origin of a view operation on %s: %w", p.sinkInput, err)
 		}
 		topic = origin.Topic
-		vo, err := envelope.DecodeRowOp(payload)
+		// A chain's last function writes them in their local form.
+		vo, err := envelope.DecodeLocalRowOp(payload)
 		if err != nil {
 			return fmt.Errorf("a view operation on %s: %w", p.sinkInput, err)
 		}
