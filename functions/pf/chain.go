@@ -117,6 +117,8 @@ type chainItem struct {
 	seq    uint64
 	msgs   []*localMessage
 	frames []*localwire.Output
+	// input holds the driver's input, which msgs holds first.
+	input [1]*localMessage
 }
 
 // chainBatch is how many driver inputs go down the chain at once, at
@@ -161,6 +163,10 @@ func (c *chain) run(ctx context.Context, r *localwire.Reader) error {
 // read reads the driver's inputs into batches for the first function.
 func (c *chain) read(ctx context.Context, r *localwire.Reader, to chan<- []*chainItem) error {
 	batch := make([]*chainItem, 0, chainBatch)
+	var (
+		msgs  slab[localMessage]
+		items slab[chainItem]
+	)
 	send := func() bool {
 		if len(batch) == 0 {
 			return true
@@ -174,7 +180,7 @@ func (c *chain) read(ctx context.Context, r *localwire.Reader, to chan<- []*chai
 		}
 	}
 	for {
-		msg, err := readLocalInput(r)
+		msg, err := readLocalInput(r, &msgs)
 		if errors.Is(err, io.EOF) {
 			send()
 			return nil
@@ -182,7 +188,10 @@ func (c *chain) read(ctx context.Context, r *localwire.Reader, to chan<- []*chai
 		if err != nil {
 			return err
 		}
-		batch = append(batch, &chainItem{seq: msg.f.Seq, msgs: []*localMessage{msg}})
+		item := items.new()
+		item.seq, item.input[0] = msg.f.Seq, msg
+		item.msgs = item.input[:]
+		batch = append(batch, item)
 		// Nothing more at hand: the driver waits for these.
 		if (len(batch) == chainBatch || r.Buffered() == 0) && !send() {
 			return nil // a function failed: its error is the run's
@@ -199,6 +208,9 @@ type chainLink struct {
 	// its output topic becomes the next function's inputs of it.
 	item *chainItem
 	next []*localMessage
+	// msgs and nexts make the next function's inputs.
+	msgs  slab[localMessage]
+	nexts slab[[1]*localMessage]
 	// acked is set when the input being handled is finished.
 	acked bool
 }
@@ -280,9 +292,13 @@ func (l *chainLink) sendAsync(_ context.Context, topic string, msg *pulsar.Produ
 	case !l.last && topic == l.inst.conf.OutputTopic:
 		// As a driver hands an output on: no position, no publish time,
 		// and the event time as a frame carries it.
-		m := &localMessage{f: localwire.Input{Seq: seq, Topic: topic, Ledger: -1, Entry: -1, Batch: -1,
+		m := l.msgs.new()
+		*m = localMessage{f: localwire.Input{Seq: seq, Topic: topic, Ledger: -1, Entry: -1, Batch: -1,
 			Key: msg.Key, Payload: msg.Payload, Properties: msg.Properties, EventTime: frameTime(msg.EventTime)}}
 		m.id = localID{ledger: -1, entry: -1, batch: -1}
+		if l.next == nil {
+			l.next = l.nexts.new()[:0]
+		}
 		l.next = append(l.next, m)
 	case !l.last:
 		l.item.frames = append(l.item.frames, outputFrame(seq, topic, msg))

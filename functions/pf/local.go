@@ -35,8 +35,9 @@ func (inst *instance) runLocal(ctx context.Context, in io.Reader, out io.Writer)
 	inst.sess = newSession(w)
 	inst.pending = func() int { return 0 }
 	r := localwire.NewReader(in)
+	var msgs slab[localMessage]
 	for {
-		msg, err := readLocalInput(r)
+		msg, err := readLocalInput(r, &msgs)
 		if errors.Is(err, io.EOF) {
 			inst.inFlight.Wait()
 			return w.flush()
@@ -61,8 +62,8 @@ func (inst *instance) runLocal(ctx context.Context, in io.Reader, out io.Writer)
 }
 
 // readLocalInput reads the driver's next input frame as the message the
-// runtime handles; io.EOF once the driver's input ends.
-func readLocalInput(r *localwire.Reader) (*localMessage, error) {
+// runtime handles, made in msgs; io.EOF once the driver's input ends.
+func readLocalInput(r *localwire.Reader, msgs *slab[localMessage]) (*localMessage, error) {
 	kind, err := r.Next()
 	if errors.Is(err, io.EOF) {
 		return nil, err
@@ -73,7 +74,7 @@ func readLocalInput(r *localwire.Reader) (*localMessage, error) {
 	if kind != localwire.KindInput {
 		return nil, fmt.Errorf("reading local input: %w: frame kind %q", localwire.ErrFrame, kind)
 	}
-	msg := new(localMessage) // the frame and its message in one allocation
+	msg := msgs.new() // the frame and its message in one object
 	if err := r.InputInto(&msg.f); err != nil {
 		return nil, fmt.Errorf("reading local input: %w", err)
 	}
@@ -84,6 +85,25 @@ func readLocalInput(r *localwire.Reader) (*localMessage, error) {
 // outputFrame is the Output frame of msg, sent to topic for input seq.
 func outputFrame(seq uint64, topic string, msg *pulsar.ProducerMessage) *localwire.Output {
 	return &localwire.Output{Seq: seq, Topic: topic, Key: msg.Key, Payload: msg.Payload, Properties: msg.Properties, EventTime: msg.EventTime}
+}
+
+// slab hands out new objects from chunks of slabSize: many small objects
+// that live about as long as one another (the inputs and outputs of a
+// batch) cost an allocation per chunk, not one each. A chunk is freed
+// once none of its objects is in use. Not safe for concurrent use.
+type slab[T any] struct{ free []T }
+
+// slabSize is how many objects a slab's chunk holds: a chain's batch.
+const slabSize = chainBatch
+
+// new returns a zero T of the slab's.
+func (s *slab[T]) new() *T {
+	if len(s.free) == 0 {
+		s.free = make([]T, slabSize)
+	}
+	p := &s.free[0]
+	s.free = s.free[1:]
+	return p
 }
 
 // localSink writes an input's outputs and its Done frame. It is the

@@ -70,6 +70,9 @@ type Output struct {
 type Writer struct {
 	w   *bufio.Writer
 	buf []byte
+	// head is a frame's kind and length, here so that it costs no
+	// allocation per frame.
+	head [1 + binary.MaxVarintLen64]byte
 }
 
 // NewWriter returns a Writer on w.
@@ -82,10 +85,9 @@ func (w *Writer) frame(kind byte) error {
 	if len(w.buf) > MaxFrameBytes {
 		return fmt.Errorf("%w: %d bytes", ErrFrame, len(w.buf))
 	}
-	var head [1 + binary.MaxVarintLen64]byte
-	head[0] = kind
-	n := binary.PutUvarint(head[1:], uint64(len(w.buf)))
-	if _, err := w.w.Write(head[:1+n]); err != nil {
+	w.head[0] = kind
+	n := binary.PutUvarint(w.head[1:], uint64(len(w.buf)))
+	if _, err := w.w.Write(w.head[:1+n]); err != nil {
 		return err
 	}
 	_, err := w.w.Write(w.buf)
