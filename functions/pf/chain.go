@@ -87,7 +87,7 @@ func runChain(ctx context.Context, handlers []any, args []string, in io.Reader, 
 		inst := newInstance(conf, inv, os.Stderr)
 		// As runLocal: every input is answered once its outputs are out.
 		inst.conf.MaxRetries, inst.conf.AutoAck, inst.conf.Guarantee = 0, true, atLeastOnce
-		inst.untimed = true
+		inst.untimed, inst.inputs = true, new(slab[input])
 		link := &chainLink{c: c, inst: inst, last: i == len(handlers)-1}
 		inst.sess = newSession(link)
 		inst.pending = func() int { return 0 }
@@ -305,7 +305,7 @@ func (l *chainLink) sendAsync(_ context.Context, topic string, msg *pulsar.Produ
 	default:
 		err = l.c.w.Output(outputFrame(seq, topic, msg))
 	}
-	done(nil, msg, err)
+	done.sent(nil, msg, err)
 	return nil
 }
 

@@ -137,6 +137,10 @@ type instance struct {
 	// metrics to report them in, and two clock reads per input cost
 	// about 3 % of a chain's CPU.
 	untimed bool
+	// inputs, in a local run, makes the inputs' state in slabs (see slab);
+	// nil under the worker, where an input lives until its sends are
+	// confirmed and a chunk would live as long as its slowest input.
+	inputs *slab[input]
 }
 
 func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
@@ -197,7 +201,8 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		autoAck = false
 	}
 	origin, err := originOf(msg, inst.conf.LedgerEpochs)
-	in := &input{fc: FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks}, sess: inst.sess}
+	in := inst.newInput()
+	in.fc, in.sess = FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks}, inst.sess
 	in.ctx = handlerContext{Context: ctx, fc: &in.fc}
 	if err == nil && inst.conf.Until.skips(msg, origin) {
 		// Beyond the replay's cutoff: acknowledged, never handled.
@@ -242,6 +247,14 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		inst.sendOutputs(in, autoAck, records)
 	}
 	return nil
+}
+
+// newInput returns a new input's state.
+func (inst *instance) newInput() *input {
+	if inst.inputs != nil {
+		return inst.inputs.new()
+	}
+	return new(input)
 }
 
 // skipRest moves the subscription of msg's topic to the end, once per
@@ -396,14 +409,13 @@ func (inst *instance) send(in *input, ack, success bool, out []outbound) {
 		in.failed.Store(nil) // an input sent again (as a dead letter) starts afresh
 	}
 	in.remaining.Store(int32(len(out)))
-	done := in.sent
 	for _, o := range out {
 		if in.sess.isEnded() {
 			in.sendDone(errSessionEnded)
 			continue
 		}
 		// Not the run's ctx: sends already started finish during shutdown.
-		if err := in.sess.out.sendAsync(context.Background(), o.topic, o.msg, done); err != nil {
+		if err := in.sess.out.sendAsync(context.Background(), o.topic, o.msg, in); err != nil {
 			in.sendDone(err)
 		}
 	}

@@ -71,7 +71,7 @@ func (s *fakeSender) sendAsync(_ context.Context, topic string, msg *pulsar.Prod
 		err = s.failWith(msg)
 	}
 	s.mu.Unlock()
-	done(nil, msg, err)
+	done.sent(nil, msg, err)
 	return nil
 }
 
@@ -517,7 +517,7 @@ func processCPU(b *testing.B) time.Duration {
 type nopSender struct{}
 
 func (nopSender) sendAsync(_ context.Context, _ string, msg *pulsar.ProducerMessage, done sendDone) error {
-	done(nil, msg, nil)
+	done.sent(nil, msg, nil)
 	return nil
 }
 

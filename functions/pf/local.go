@@ -30,7 +30,7 @@ func (inst *instance) runLocal(ctx context.Context, in io.Reader, out io.Writer)
 	// Every input is answered (Done) once its outputs are written, whatever
 	// the deployed function's acknowledgement settings.
 	inst.conf.MaxRetries, inst.conf.AutoAck, inst.conf.Guarantee = 0, true, atLeastOnce
-	inst.untimed = true
+	inst.untimed, inst.inputs = true, new(slab[input])
 	w := &localSink{w: localwire.NewWriter(out)}
 	inst.sess = newSession(w)
 	inst.pending = func() int { return 0 }
@@ -130,7 +130,7 @@ func (s *localSink) sendAsync(_ context.Context, topic string, msg *pulsar.Produ
 	s.mu.Lock()
 	err := s.w.Output(outputFrame(s.seq, topic, msg))
 	s.mu.Unlock()
-	done(nil, msg, err)
+	done.sent(nil, msg, err)
 	return nil
 }
 

@@ -50,13 +50,13 @@ func (p *orderedProducer) sendAsync(_ context.Context, _ string, msg *pulsar.Pro
 		}
 		p.mu.Unlock()
 		for _, h := range failed {
-			h.done(nil, h.msg, errBrokerGone)
+			h.done.sent(nil, h.msg, errBrokerGone)
 		}
 		return nil
 	}
 	p.published = append(p.published, string(msg.Payload))
 	p.mu.Unlock()
-	done(nil, msg, nil)
+	done.sent(nil, msg, nil)
 	return nil
 }
 
