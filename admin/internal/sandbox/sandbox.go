@@ -115,12 +115,24 @@ func (c *Confinement) lack(what string) {
 
 // Start starts cmd (its Path the binary, absolute) confined: its
 // environment replaced by Env of this process's, and on Linux a Landlock
-// domain over it. cmd.Env and cmd.SysProcAttr must be unset.
+// domain over it. cmd.Env, when set, holds defaults of variables Env
+// keeps, each used unless this process's environment sets it;
+// cmd.SysProcAttr must be unset.
 func Start(cmd *exec.Cmd) (Confinement, error) {
-	if cmd.Env != nil || cmd.SysProcAttr != nil {
-		return Confinement{}, fmt.Errorf("confining %s: the command sets its own environment or process attributes", cmd.Path)
+	if cmd.SysProcAttr != nil {
+		return Confinement{}, fmt.Errorf("confining %s: the command sets its own process attributes", cmd.Path)
 	}
-	cmd.Env = Env(os.Environ())
+	env := Env(os.Environ())
+	for _, kv := range cmd.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !envKept[k] {
+			return Confinement{}, fmt.Errorf("confining %s: the command sets %s, which a confined process does not keep", cmd.Path, k)
+		}
+		if _, set := os.LookupEnv(k); !set {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
 	if kv, ok := maxProcsEnv(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), runtime.NumCPU()); ok {
 		cmd.Env = append(cmd.Env, kv)
 	}

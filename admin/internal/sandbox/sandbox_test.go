@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -52,5 +55,36 @@ func TestStartRefusesACommandWithItsOwnEnvironment(t *testing.T) {
 	cmd.Env = []string{"FOLDLINE_PULSAR_TOKEN=x"}
 	if _, err := Start(cmd); err == nil {
 		t.Fatal("started a command whose environment it would not have confined")
+	}
+}
+
+// A command's own variables are defaults of the Go runtime's settings:
+// each is given unless this process's environment sets it.
+func TestStartGivesDefaultsTheEnvironmentOverrides(t *testing.T) {
+	env, err := exec.LookPath("env")
+	if err != nil {
+		t.Skip("no env command")
+	}
+	t.Setenv("GOGC", "123")
+	t.Setenv("GODEBUG", "")
+	os.Unsetenv("GODEBUG")
+	cmd := exec.Command(env)
+	cmd.Env = []string{"GOGC=400", "GODEBUG=madvdontneed=0"}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if _, err := Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	got := strings.Fields(out.String())
+	for _, want := range []string{"GOGC=123", "GODEBUG=madvdontneed=0"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("the environment %q lacks %s", got, want)
+		}
+	}
+	if slices.Contains(got, "GOGC=400") {
+		t.Errorf("the command's default GOGC won over this process's: %q", got)
 	}
 }
