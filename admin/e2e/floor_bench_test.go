@@ -129,6 +129,10 @@ func profileTo(b *testing.B, env string) func() {
 	}
 }
 
+// floorBatch is how many ledger events timeFloor hands from one goroutine
+// to the next at once.
+const floorBatch = 256
+
 // floorTable is the table timeFloor writes.
 const floorTable = "user_activity_floor"
 
@@ -136,8 +140,9 @@ const floorTable = "user_activity_floor"
 // one process: a reader of the ledger, the validate and user-activity
 // transformations called directly (user-activity's view operations handed
 // over unencoded, transform's ProcessOps), and the sink's batcher and applier
-// writing a table of their own with the building table's batches. No topic
-// is crossed. Its time is the floor of any backfill design on this machine:
+// writing a table of their own with the building table's batches, each on
+// a goroutine of its own, batch by batch in ledger order. No topic is
+// crossed. Its time is the floor of any backfill design on this machine:
 // the same reads, transformations and Cassandra writes, nothing else. The
 // table must equal the fold of the ledger, or the floor would be a fake.
 // It also returns the CPU time each of pids used while the floor was
@@ -196,17 +201,54 @@ func timeFloor(b *testing.B, s *shop, ledger string, n int, pids map[string]int)
 		}
 		wg.Done()
 	}
-	for range n {
-		msg, err := reader.Next(ctx)
-		if err != nil {
-			b.Fatalf("reading %s: %v", ledger, err)
+	// Three goroutines, each on a batch at a time, in the ledger's order:
+	// the reader, validate, and user-activity with the sink's batcher (as
+	// the fused engine's chain runs its functions), so that the process
+	// keeps both cores busy, as the backfill's stages do.
+	reads := make(chan []pulsar.Message, 4)
+	valids := make(chan []transform.Record, 4)
+	var readErr error
+	go func() {
+		defer close(reads)
+		batch := make([]pulsar.Message, 0, floorBatch)
+		for i := range n {
+			msg, err := reader.Next(ctx)
+			if err != nil {
+				readErr = fmt.Errorf("reading %s: %w", ledger, err)
+				return
+			}
+			batch = append(batch, msg)
+			if len(batch) == floorBatch || i == n-1 {
+				select {
+				case reads <- batch:
+				case <-ctx.Done():
+					return
+				}
+				batch = make([]pulsar.Message, 0, floorBatch)
+			}
 		}
-		id := msg.ID()
-		origin := envelope.Origin{Topic: msg.Topic(), Position: envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}}
-		valid, err := validate.Transformation.Process(transform.Message{Key: msg.Key(), EventTime: msg.EventTime(), Payload: msg.Payload(), Origin: origin})
-		if err != nil {
-			continue // a malformed line: the deployed path dead-letters it
+	}()
+	go func() {
+		defer close(valids)
+		for msgs := range reads {
+			valid := make([]transform.Record, 0, len(msgs))
+			for _, msg := range msgs {
+				id := msg.ID()
+				origin := envelope.Origin{Topic: msg.Topic(), Position: envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}}
+				recs, err := validate.Transformation.Process(transform.Message{Key: msg.Key(), EventTime: msg.EventTime(), Payload: msg.Payload(), Origin: origin})
+				if err != nil {
+					continue // a malformed line: the deployed path dead-letters it
+				}
+				valid = append(valid, recs...)
+			}
+			select {
+			case valids <- valid:
+			case <-ctx.Done():
+				return
+			}
 		}
+	}()
+	for valid := range valids {
 		for _, v := range valid {
 			// The view operations come as they are, not encoded to be
 			// decoded again (ProcessOps): no topic is crossed.
@@ -224,6 +266,9 @@ func timeFloor(b *testing.B, s *shop, ledger string, n int, pids map[string]int)
 				}
 			}
 		}
+	}
+	if readErr != nil {
+		b.Fatal(readErr)
 	}
 	batcher.Flush() // the end of the ledger: the last batch need not linger
 	wg.Wait()
