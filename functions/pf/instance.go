@@ -183,6 +183,8 @@ type input struct {
 	deadLetters int
 	remaining   atomic.Int32
 	failed      atomic.Pointer[error]
+	// callback is sent as a producer's callback (see callback).
+	callback func(pulsar.MessageID, *pulsar.ProducerMessage, error)
 }
 
 // process handles one input message: calls the handler (retrying in place

@@ -30,6 +30,18 @@ type sendDone interface {
 	sent(pulsar.MessageID, *pulsar.ProducerMessage, error)
 }
 
+// callback returns done as the producer's callback: an input's is made
+// once for all its outputs.
+func callback(done sendDone) func(pulsar.MessageID, *pulsar.ProducerMessage, error) {
+	if in, ok := done.(*input); ok {
+		if in.callback == nil {
+			in.callback = in.sent
+		}
+		return in.callback
+	}
+	return done.sent
+}
+
 // acker acknowledges input messages; pulsar.Consumer is one.
 type acker interface {
 	Ack(pulsar.Message) error
@@ -297,7 +309,7 @@ func (p *producers) sendAsync(ctx context.Context, topic string, msg *pulsar.Pro
 	if err != nil {
 		return err
 	}
-	prod.SendAsync(ctx, msg, done.sent)
+	prod.SendAsync(ctx, msg, callback(done))
 	return nil
 }
 
