@@ -195,24 +195,15 @@ func (d *localDecoder) fail(format string, args ...any) {
 	}
 }
 
-func (d *localDecoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.buf[d.pos:])
-	if n <= 0 {
-		d.fail("a number at byte %d", d.pos)
-		return 0
-	}
-	d.pos += n
-	return v
-}
+func (d *localDecoder) uvarint() uint64 { return number(d, binary.Uvarint) }
+func (d *localDecoder) varint() int64   { return number(d, binary.Varint) }
 
-func (d *localDecoder) varint() int64 {
+// number reads a number with read (binary.Uvarint or Varint).
+func number[T uint64 | int64](d *localDecoder, read func([]byte) (T, int)) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.buf[d.pos:])
+	v, n := read(d.buf[d.pos:])
 	if n <= 0 {
 		d.fail("a number at byte %d", d.pos)
 		return 0

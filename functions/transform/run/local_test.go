@@ -1,13 +1,13 @@
-package run
+package run_test
 
 import (
-	"errors"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/transform"
+	"github.com/foldline/foldline/functions/transform/run"
 )
 
 // The last function of a chain gives the records Process gives, each view
@@ -19,8 +19,8 @@ func TestProcessLocalGivesTheOperationsProcessGives(t *testing.T) {
 	ops := 0
 	for _, payload := range []string{`{"sku":"s1"}`, `{"sku":"s\"2<"}`, `{}`, `{"sku":`} {
 		in := transform.Message{Key: "u1", EventTime: at, Payload: []byte(payload), Origin: origin}
-		want, wantErr := Process(bySKU, in)
-		got, err := processLocal(bySKU, in)
+		want, wantErr := run.Process(bySKU, in)
+		got, err := run.ProcessLocal(bySKU, in)
 		if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
 			t.Fatalf("%s: error %v, Process's %v", payload, err, wantErr)
 		}
@@ -55,18 +55,4 @@ func TestProcessLocalGivesTheOperationsProcessGives(t *testing.T) {
 	if ops != 2 {
 		t.Errorf("%d view operations in their local form, want 2", ops)
 	}
-}
-
-var bySKU = transform.New(transform.JSON[event], func(in transform.Input[event]) ([]transform.Output, error) {
-	if in.Event.SKU == "" {
-		return nil, errors.New("sku: missing")
-	}
-	return []transform.Output{
-		transform.Emit(in.Event.SKU, in.Event),
-		transform.Row("sales", "sku", in.Event.SKU).Apply(transform.Add("orders", 1)),
-	}, nil
-})
-
-type event struct {
-	SKU string `json:"sku"`
 }

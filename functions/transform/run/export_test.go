@@ -1,0 +1,4 @@
+package run
+
+// ProcessLocal is processLocal, for the package's external tests.
+var ProcessLocal = processLocal
