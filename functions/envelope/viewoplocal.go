@@ -37,7 +37,7 @@ var ErrLocalOp = errors.New("malformed local view operation")
 // AppendLocal appends the operation's local payload (see above). It fails
 // where AppendJSON fails.
 func (op RowOp) AppendLocal(b []byte) ([]byte, error) {
-	kind, merges, ok := op.localCodes()
+	kind, codes, ok := op.localCodes()
 	if !ok {
 		return op.AppendJSON(b)
 	}
@@ -55,36 +55,37 @@ func (op RowOp) AppendLocal(b []byte) ([]byte, error) {
 	b = binary.AppendUvarint(b, uint64(len(op.Columns)))
 	for i, c := range op.Columns {
 		b = appendLocalString(b, c.Column)
-		b = append(b, merges[i])
+		b = append(b, codes[i])
 		b = appendLocalValue(b, c.Value)
 	}
 	return b, nil
 }
 
 // localCodes returns the codes of the operation's kind and of its columns'
-// merges (up to localMerges of them), and false when the operation is not
-// one the local form holds as its JSON reads: a kind or merge Validate
-// refuses, a time RFC 3339 cannot hold, a value that is not canonical JSON,
-// a name that is not UTF-8 (which JSON would rewrite), a key not sorted by
-// column or naming one twice, or too many columns.
-func (op RowOp) localCodes() (kind byte, merges [localMerges]byte, ok bool) {
+// merges (up to localMerges of them; a code is the index in opKinds or
+// merges plus one), and false when the operation is not one the local form
+// holds as its JSON reads: a kind or merge Validate refuses, a time RFC 3339
+// cannot hold, a value that is not canonical JSON, a name that is not UTF-8
+// (which JSON would rewrite), a key not sorted by column or naming one
+// twice, or too many columns.
+func (op RowOp) localCodes() (kind byte, codes [localMerges]byte, ok bool) {
 	if kind = codeOf(string(op.Kind), opKinds); kind == 0 || len(op.Columns) > localMerges || !utf8.ValidString(op.View) {
-		return 0, merges, false
+		return 0, codes, false
 	}
 	if y := op.EventTime.Year(); y < 0 || y > 9999 {
-		return 0, merges, false
+		return 0, codes, false
 	}
 	for i, k := range op.Key {
 		if i > 0 && op.Key[i-1].Column >= k.Column || !utf8.ValidString(k.Column) || !canonical(k.Value) {
-			return 0, merges, false
+			return 0, codes, false
 		}
 	}
 	for i, c := range op.Columns {
-		if merges[i] = codeOf(string(c.Merge), mergeNames); merges[i] == 0 || !utf8.ValidString(c.Column) || !canonical(c.Value) {
-			return 0, merges, false
+		if codes[i] = codeOf(string(c.Merge), merges); codes[i] == 0 || !utf8.ValidString(c.Column) || !canonical(c.Value) {
+			return 0, codes, false
 		}
 	}
-	return kind, merges, true
+	return kind, codes, true
 }
 
 // localSize is about the length of the operation's local payload.
@@ -101,9 +102,6 @@ func (op RowOp) localSize() int {
 
 // localMerges bounds the columns of an operation in local form.
 const localMerges = 64
-
-// mergeNames are the merge rules; a code is an index in it plus one.
-var mergeNames = []string{string(MergeSet), string(MergeAdd), string(MergeMax), string(MergeMin), string(MergeLatest)}
 
 // codeOf is the code of s among names (its index plus one), 0 for none.
 func codeOf(s string, names []string) byte {
@@ -167,7 +165,7 @@ func DecodeLocalRowOp(payload []byte) (RowOp, error) {
 	if n := d.count(); n > 0 {
 		op.Columns = arrays.columns[:0]
 		for range n {
-			op.Columns = append(op.Columns, ColumnOp{Column: d.name(), Merge: Merge(d.code(mergeNames, "merge")), Value: d.value()})
+			op.Columns = append(op.Columns, ColumnOp{Column: d.name(), Merge: Merge(d.code(merges, "merge")), Value: d.value()})
 		}
 	}
 	if d.err == nil && d.pos != len(d.buf) {
@@ -240,10 +238,13 @@ func (d *localDecoder) bytes() []byte {
 // name reads a string, from the names decoded before when it is one.
 func (d *localDecoder) name() string {
 	b := d.bytes()
+	if d.err != nil {
+		return ""
+	}
 	if name, ok := knownNames.lookup(b); ok {
 		return name
 	}
-	if d.err == nil && !utf8.Valid(b) {
+	if !utf8.Valid(b) {
 		d.fail("the name %q is not UTF-8", b)
 		return ""
 	}

@@ -8,8 +8,6 @@ import (
 	"os"
 	"reflect"
 	"slices"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +16,8 @@ import (
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf/localwire"
+	"github.com/foldline/foldline/internal/proc"
+	"github.com/foldline/foldline/internal/testenv"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -105,14 +105,7 @@ func runShopPath(t *testing.T, events []Message, batch int) pathRun {
 		run.letters = append(run.letters, fmt.Sprintf("%s %s %q %v", o.Topic, origin, o.Payload, o.Properties))
 		return nil
 	}
-	batches := func(yield func([]Message, error) bool) {
-		for i := 0; i < len(events); i += batch {
-			if !yield(events[i:min(i+batch, len(events))], nil) {
-				return
-			}
-		}
-	}
-	err := p.Stream(t.Context(), iter.Seq2[[]Message, error](batches), func([]Message) {}, func(op cassandra.Op, _ Message) error {
+	err := p.Stream(t.Context(), batchesOf(events, batch), func([]Message) {}, func(op cassandra.Op, _ Message) error {
 		run.ops = append(run.ops, op)
 		return nil
 	})
@@ -121,6 +114,17 @@ func runShopPath(t *testing.T, events []Message, batch int) pathRun {
 	}
 	run.deadLetters = maps.Clone(p.DeadLetters)
 	return run
+}
+
+// batchesOf hands events over in batches of size, as a ledger reader does.
+func batchesOf(events []Message, size int) iter.Seq2[[]Message, error] {
+	return func(yield func([]Message, error) bool) {
+		for i := 0; i < len(events); i += size {
+			if !yield(events[i:min(i+size, len(events))], nil) {
+				return
+			}
+		}
+	}
 }
 
 // The shop's validate and user-activity run as one chain process, and
@@ -169,30 +173,17 @@ func TestChainGivesWhatProcessesGive(t *testing.T) {
 //
 //	go test -run '^$' -bench LocalPath -benchtime 1x ./admin/internal/localrun/
 func BenchmarkLocalPath(b *testing.B) {
-	n := 200_000
-	if s := os.Getenv("FOLDLINE_BENCH_EVENTS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil {
-			b.Fatalf("FOLDLINE_BENCH_EVENTS=%q: %v", s, err)
-		}
-	}
+	n := testenv.EnvInt(b, "FOLDLINE_BENCH_EVENTS", 200_000)
 	events := shopEvents(b, n)
 	for b.Loop() {
 		// Started (and so built: the go command's CPU, which waiting for
 		// it adds to this process's children's) before the clock.
 		b.StopTimer()
 		p := startShopPath(b)
-		before := rusageCPU()
+		before := proc.CPUTimeWithChildren(os.Getpid())
 		b.StartTimer()
 		ops := 0
-		batches := func(yield func([]Message, error) bool) {
-			for i := 0; i < len(events); i += 2000 {
-				if !yield(events[i:min(i+2000, len(events))], nil) {
-					return
-				}
-			}
-		}
-		err := p.Stream(b.Context(), iter.Seq2[[]Message, error](batches), func([]Message) {}, func(cassandra.Op, Message) error {
+		err := p.Stream(b.Context(), batchesOf(events, 2000), func([]Message) {}, func(cassandra.Op, Message) error {
 			ops++
 			return nil
 		})
@@ -205,16 +196,6 @@ func BenchmarkLocalPath(b *testing.B) {
 		if ops < n/2 {
 			b.Fatalf("%d view operations from %d events", ops, n)
 		}
-		b.ReportMetric(float64((rusageCPU()-before).Microseconds())/float64(n), "cpu-µs/event")
+		b.ReportMetric(float64((proc.CPUTimeWithChildren(os.Getpid())-before).Microseconds())/float64(n), "cpu-µs/event")
 	}
-}
-
-// rusageCPU is the CPU time of this process and of its children that have
-// been waited for.
-func rusageCPU() time.Duration {
-	var self, children syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
-	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
-	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
-	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
 }
