@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -56,10 +57,39 @@ func IsPermanent(err error) bool {
 type contextKey struct{}
 
 // FromContext returns the function context that the runtime puts into the
-// context it hands to a handler.
+// context it hands to a handler. Like the FunctionContext, that context
+// carries the current input only until the handler returns (or its
+// deferral is complete): a goroutine the handler leaves behind may still
+// use it as a context (Done, Err, other values), not to reach the input.
 func FromContext(ctx context.Context) (*FunctionContext, bool) {
 	fc, ok := ctx.Value(contextKey{}).(*FunctionContext)
 	return fc, ok
+}
+
+// Input is the message a handler is called with and its origin (see
+// FunctionContext.GetCurrentRecord and FunctionContext.Origin): values, which
+// unlike the FunctionContext the handler may keep after it returns.
+type Input struct {
+	Message pulsar.Message
+	Origin  envelope.Origin
+}
+
+// InputOf returns the message the handler that got ctx is called with and
+// its origin, during the call (see FromContext). A handler that needs
+// nothing else of its FunctionContext should use it instead of
+// FromContext: under the worker the runtime then reuses the input's state
+// for a later input once it is over, which saves an allocation of about
+// 600 bytes per message (see input.recycle); a handler that took its
+// FunctionContext keeps it to itself.
+func InputOf(ctx context.Context) (Input, bool) {
+	if hc, ok := ctx.(*handlerContext); ok {
+		return Input{Message: hc.fc.msg, Origin: hc.fc.origin}, true
+	}
+	fc, ok := FromContext(ctx) // a context derived from the handler's
+	if !ok {
+		return Input{}, false
+	}
+	return Input{Message: fc.msg, Origin: fc.origin}, true
 }
 
 // handlerContext is the context a handler gets: the run's context carrying
@@ -72,6 +102,7 @@ type handlerContext struct {
 
 func (c *handlerContext) Value(key any) any {
 	if key == (contextKey{}) {
+		c.fc.lent.Store(true)
 		return c.fc
 	}
 	return c.Context.Value(key)
@@ -127,6 +158,9 @@ type FunctionContext struct {
 	finished bool
 	// deferral is set when the current call deferred its outcome.
 	deferral *deferral
+	// lent is set once the handler took its FunctionContext (FromContext):
+	// the input's state is then never recycled (see input.recycle).
+	lent atomic.Bool
 }
 
 // Defer lets the handler finish the current input after it returns, so the

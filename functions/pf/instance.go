@@ -141,6 +141,9 @@ type instance struct {
 	// nil under the worker, where an input lives until its sends are
 	// confirmed and a chunk would live as long as its slowest input.
 	inputs *slab[input]
+	// spare holds, under the worker, the state of inputs that are over,
+	// for the next inputs to take (see input.recycle).
+	spare sync.Pool
 }
 
 func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
@@ -256,7 +259,28 @@ func (inst *instance) newInput() *input {
 	if inst.inputs != nil {
 		return inst.inputs.new()
 	}
+	if in, ok := inst.spare.Get().(*input); ok {
+		return in
+	}
 	return new(input)
+}
+
+// recycle gives the input's state to a later input once it is over:
+// acknowledged, with at most one output, and a handler that never took
+// its FunctionContext (FromContext), so that no one holds a FunctionContext
+// that would then be another input's. The producer is done with the
+// output by then: it called back, and reads nothing of the message after
+// that. A goroutine the handler left behind may still hold the input's
+// context: it keeps the run's context, so that Done and Err still work.
+// Under the worker only: a local run makes its inputs in slabs.
+func (in *input) recycle() {
+	inst := in.fc.inst
+	if inst.inputs != nil || len(in.out) > 1 || in.fc.lent.Load() {
+		return
+	}
+	// callback is bound to in: the next input at in uses it as it is.
+	*in = input{callback: in.callback, ctx: handlerContext{Context: in.ctx.Context, fc: &in.fc}}
+	inst.spare.Put(in)
 }
 
 // skipRest moves the subscription of msg's topic to the end, once per
@@ -490,6 +514,7 @@ func (in *input) finish(err error) {
 			inst.stats.recordException(sourceException, fmt.Errorf("acknowledging %v: %w", msg.ID(), ackErr))
 		}
 	}
+	in.recycle()
 }
 
 // invoke calls the handler once and returns the records it published and

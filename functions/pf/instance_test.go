@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,8 +54,9 @@ type sent struct {
 	msg   *pulsar.ProducerMessage
 }
 
-// fakeSender records sends and confirms them at once, failing sends to the
-// topics in fail.
+// fakeSender records sends (copies: after its callback a message belongs
+// to the runtime again, which reuses its room) and confirms them at once,
+// failing sends to the topics in fail.
 type fakeSender struct {
 	mu   sync.Mutex
 	sent []sent
@@ -65,7 +67,8 @@ type fakeSender struct {
 
 func (s *fakeSender) sendAsync(_ context.Context, topic string, msg *pulsar.ProducerMessage, done sendDone) error {
 	s.mu.Lock()
-	s.sent = append(s.sent, sent{topic, msg})
+	kept := *msg
+	s.sent = append(s.sent, sent{topic, &kept})
 	err := s.fail[topic]
 	if s.failWith != nil {
 		err = s.failWith(msg)
@@ -443,6 +446,94 @@ func TestPublishAfterReturnFails(t *testing.T) {
 	}
 	if err := saved.Publish(t.Context(), Record{Payload: []byte("late")}); err == nil {
 		t.Error("Publish after the handler returned succeeded")
+	}
+}
+
+// TestPublishAfterReturnFailsAfterLaterInputs checks that the state of an
+// input whose handler took its FunctionContext is not reused (see
+// input.recycle): a late Publish still fails after later inputs, whose
+// handlers take nothing, and lands in none of their outputs.
+func TestPublishAfterReturnFailsAfterLaterInputs(t *testing.T) {
+	var saved *FunctionContext
+	inst, out := newTestInstance(t, testConf(), func(ctx context.Context, in []byte) ([]byte, error) {
+		if string(in) == "first" {
+			saved, _ = FromContext(ctx)
+		}
+		return in, nil
+	})
+	acks := &fakeAcker{}
+	for i, payload := range []string{"first", "second", "third", "fourth"} {
+		if err := inst.process(t.Context(), ledgerEvent(payload, int64(i+1)), acks); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			continue
+		}
+		if err := saved.Publish(t.Context(), Record{Payload: []byte("late")}); err == nil {
+			t.Fatalf("Publish after the handler returned succeeded after input %q", payload)
+		}
+	}
+	var got []string
+	for _, s := range out.sent {
+		got = append(got, string(s.msg.Payload))
+	}
+	if want := []string{"first", "second", "third", "fourth"}; !slices.Equal(got, want) || !slices.Equal(acks.acked, want) {
+		t.Errorf("sent %q, acknowledged %q; want %q for both", got, acks.acked, want)
+	}
+}
+
+// TestReusedInputKeepsNothingOfTheLast processes inputs whose state the
+// runtime reuses (the handler takes only InputOf), with and without key,
+// event time and properties in turn: each output has its own input's and
+// nothing of the one before; a goroutine that kept an earlier input's
+// context can still use it as a context.
+func TestReusedInputKeepsNothingOfTheLast(t *testing.T) {
+	var kept context.Context
+	contexts := map[context.Context]bool{}
+	inst, out := newTestInstance(t, testConf(), func(ctx context.Context, payload []byte) ([]byte, error) {
+		in, ok := InputOf(ctx)
+		if !ok {
+			return nil, errors.New("no input in the handler's context")
+		}
+		if kept == nil {
+			kept = ctx
+		}
+		contexts[ctx] = true
+		return append(payload, fmt.Sprintf(" key=%s origin=%s", in.Message.Key(), in.Origin)...), nil
+	})
+	const n = 20
+	acks := &fakeAcker{}
+	for i := range n {
+		m := ledgerEvent(fmt.Sprint(i), int64(i))
+		if i%2 == 1 {
+			m.key, m.props, m.eventTime = "", nil, time.Time{}
+		}
+		if err := inst.process(t.Context(), m, acks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(out.sent) != n {
+		t.Fatalf("sent %d messages, want %d", len(out.sent), n)
+	}
+	for i, s := range out.sent {
+		key, origin := "k-"+fmt.Sprint(i), fmt.Sprintf("7:%d:1", i)
+		wantProps := 3
+		if i%2 == 1 {
+			key, wantProps = "", 2
+		}
+		m := s.msg
+		if want := fmt.Sprintf("%d key=%s origin=%s %s", i, key, origin, inTopic); string(m.Payload) != want {
+			t.Errorf("output %d is %q, want %q", i, m.Payload, want)
+		}
+		if m.Key != key || m.EventTime.IsZero() != (i%2 == 1) || m.Properties[envelope.PropOriginPosition] != origin || len(m.Properties) != wantProps {
+			t.Errorf("output %d has key %q, event time %v, properties %v; want key %q, origin %s and %d properties", i, m.Key, m.EventTime, m.Properties, key, origin, wantProps)
+		}
+	}
+	if len(contexts) == n {
+		t.Errorf("no input's state was reused in %d inputs", n)
+	}
+	if kept.Err() != nil {
+		t.Errorf("a kept context ended: %v", kept.Err())
 	}
 }
 

@@ -65,16 +65,15 @@ func Handler(p transform.Processor) func(context.Context, []byte) ([]pf.Record, 
 // handler adapts process to the runtime's handler shape.
 func handler(process func(transform.Message) ([]pf.Record, error)) func(context.Context, []byte) ([]pf.Record, error) {
 	return func(ctx context.Context, payload []byte) ([]pf.Record, error) {
-		fc, ok := pf.FromContext(ctx)
+		in, ok := pf.InputOf(ctx)
 		if !ok {
 			return nil, ErrNoFunctionContext
 		}
-		msg := fc.GetCurrentRecord()
 		return process(transform.Message{
-			Key:       msg.Key(),
-			EventTime: msg.EventTime(),
+			Key:       in.Message.Key(),
+			EventTime: in.Message.EventTime(),
 			Payload:   payload,
-			Origin:    fc.Origin(),
+			Origin:    in.Origin,
 		})
 	}
 }
