@@ -67,8 +67,10 @@ func FromContext(ctx context.Context) (*FunctionContext, bool) {
 }
 
 // Input is the message a handler is called with and its origin (see
-// FunctionContext.GetCurrentRecord and FunctionContext.Origin): values, which
-// unlike the FunctionContext the handler may keep after it returns.
+// FunctionContext.GetCurrentRecord and FunctionContext.Origin). Unlike the
+// FunctionContext, the handler may keep it after it returns, except the
+// message's properties, which it must not read then (GetCurrentRecord says
+// why).
 type Input struct {
 	Message pulsar.Message
 	Origin  envelope.Origin
@@ -79,8 +81,8 @@ type Input struct {
 // nothing else of its FunctionContext should use it instead of
 // FromContext: under the worker the runtime then reuses the input's state
 // for a later input once it is over, which saves an allocation of about
-// 600 bytes per message (see input.recycle); a handler that took its
-// FunctionContext keeps it to itself.
+// 600 bytes per message; a handler that took its FunctionContext keeps it
+// to itself, and the input's state is then never reused.
 func InputOf(ctx context.Context) (Input, bool) {
 	if hc, ok := ctx.(*handlerContext); ok {
 		return Input{Message: hc.fc.msg, Origin: hc.fc.origin}, true
