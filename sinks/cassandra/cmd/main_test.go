@@ -109,3 +109,30 @@ func TestSetUpGivesUpWithTheError(t *testing.T) {
 		t.Fatal("setUp still retrying 30 s after its patience ran out")
 	}
 }
+
+// TestTotalsAreRecordedWhenTheyChange offers the totals as a batch's
+// operations do, each of them the same totals, then a later batch's: the
+// metrics are set once per change, and always to the latest totals.
+func TestTotalsAreRecordedWhenTheyChange(t *testing.T) {
+	var r totalsRecorder
+	got := map[string]float64{}
+	sets := 0
+	set := func(name string, v float64) { got[name] = v; sets++ }
+	first := cassandra.Totals{Applied: 3, Skipped: 1}
+	for range 4 {
+		r.record(first, set)
+	}
+	if sets != 3 || got[cassandra.MetricApplied] != 3 || got[cassandra.MetricSkipped] != 1 || got[cassandra.MetricRejected] != 0 {
+		t.Fatalf("after one batch: %d metrics set, %v; want 3, applied 3, skipped 1, rejected 0", sets, got)
+	}
+	r.record(cassandra.Totals{Applied: 3, Skipped: 1, Rejected: 2}, set)
+	r.record(cassandra.Totals{Applied: 3, Skipped: 1, Rejected: 2}, set)
+	if sets != 6 || got[cassandra.MetricRejected] != 2 {
+		t.Errorf("after a second batch: %d metrics set, %v; want 6, rejected 2", sets, got)
+	}
+	var zero totalsRecorder
+	zero.record(cassandra.Totals{}, set)
+	if sets != 9 {
+		t.Errorf("the first totals, all zero, set %d metrics, want 3", sets-6)
+	}
+}

@@ -22,6 +22,7 @@ type Sink struct {
 	startOnce sync.Once
 	ready     chan struct{}
 	batcher   *cassandra.Batcher
+	totals    totalsRecorder
 }
 
 // NewSink returns a sink of cfg (see readConfig) that connects on the
@@ -73,7 +74,7 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 		if errors.Is(err, cassandra.ErrRejected) {
 			err = pf.Permanent(err)
 		}
-		recordTotals(fc, s.batcher.Totals())
+		s.totals.record(s.batcher.Totals(), fc.RecordMetric)
 		complete(err)
 	})
 }
@@ -138,10 +139,27 @@ var setupPatience = 2 * time.Minute
 // registry: a table that went live gets live batches within this time.
 const registryPoll = 2 * time.Second
 
-// recordTotals exports the batcher's totals, so that no skipped operation
-// goes unseen.
-func recordTotals(fc *pf.FunctionContext, t cassandra.Totals) {
-	fc.RecordMetric(cassandra.MetricApplied, float64(t.Applied))
-	fc.RecordMetric(cassandra.MetricSkipped, float64(t.Skipped))
-	fc.RecordMetric(cassandra.MetricRejected, float64(t.Rejected))
+// totalsRecorder exports the batcher's totals, so that no skipped
+// operation goes unseen: as user metrics, each time they have changed.
+// Every operation's callback offers them, but the operations of one batch
+// all see the same totals, and three metrics recorded per operation were
+// three locks and map writes per message.
+type totalsRecorder struct {
+	mu   sync.Mutex
+	last cassandra.Totals
+	any  bool
+}
+
+// record sets the three metrics with set when t differs from the totals
+// it set last.
+func (r *totalsRecorder) record(t cassandra.Totals, set func(name string, value float64)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.any && t == r.last {
+		return
+	}
+	r.last, r.any = t, true
+	set(cassandra.MetricApplied, float64(t.Applied))
+	set(cassandra.MetricSkipped, float64(t.Skipped))
+	set(cassandra.MetricRejected, float64(t.Rejected))
 }
