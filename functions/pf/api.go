@@ -94,6 +94,20 @@ func InputOf(ctx context.Context) (Input, bool) {
 	return Input{Message: fc.msg, Origin: fc.origin}, true
 }
 
+// Defer is FunctionContext.Defer for a handler that takes its input with
+// InputOf and no FunctionContext, so that its inputs' state is reused as
+// InputOf says; ok is false when ctx is not a handler's.
+func Defer(ctx context.Context) (complete func(error), ok bool) {
+	if hc, ok := ctx.(*handlerContext); ok {
+		return hc.fc.Defer(), true
+	}
+	fc, ok := FromContext(ctx)
+	if !ok {
+		return nil, false
+	}
+	return fc.Defer(), true
+}
+
 // handlerContext is the context a handler gets: the run's context carrying
 // the function context, as context.WithValue would make it but living in the
 // input's state instead of an allocation of its own.
@@ -147,8 +161,13 @@ func Run(ctx context.Context, handler any, args []string) error {
 
 // FunctionContext gives a handler the function's identity and config, the
 // message being processed and a way to publish to other topics. The runtime
-// hands a fresh one to every invocation; it must not be used after the
-// handler returns except through Publish in the same invocation.
+// hands a fresh one to every invocation. What concerns the input (Publish,
+// Defer, Ack, GetCurrentRecord, Origin) must not be used after the handler
+// returns, except the complete function of Defer; what concerns the
+// instance (Fail, Pending, RecordMetric, GetSecret and the Get methods of
+// its identity and config) may be used from any goroutine at any time:
+// an input whose handler took its FunctionContext keeps its state to
+// itself (see InputOf).
 type FunctionContext struct {
 	inst   *instance
 	msg    pulsar.Message

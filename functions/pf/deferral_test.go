@@ -3,6 +3,7 @@ package pf
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -75,5 +76,74 @@ func TestDeferThenErrorIsVoid(t *testing.T) {
 	}
 	if !slices.Equal(acks.acked, []string{"x"}) {
 		t.Errorf("acked %v, want x once (for its dead letter)", acks.acked)
+	}
+}
+
+// TestDeferWithoutFunctionContext defers every input through pf.Defer (the
+// handler takes no FunctionContext, as the Cassandra sink does after its
+// first input) and reports the outcomes later, out of order, from another
+// goroutine: every input is sent and acknowledged once, its own output
+// with its own origin, and the runtime reused the state of inputs that
+// were over.
+func TestDeferWithoutFunctionContext(t *testing.T) {
+	const n = 40
+	type deferred struct {
+		complete func(error)
+		payload  string
+	}
+	handed := make(chan deferred, n)
+	contexts := map[context.Context]bool{}
+	handler := func(ctx context.Context, payload []byte) ([]Record, error) {
+		contexts[ctx] = true
+		in, ok := InputOf(ctx)
+		if !ok {
+			return nil, errors.New("no input")
+		}
+		complete, ok := Defer(ctx)
+		if !ok {
+			return nil, errors.New("no deferral")
+		}
+		handed <- deferred{complete, string(payload)}
+		return []Record{{Payload: fmt.Appendf(nil, "%s@%s", payload, in.Origin.Position)}}, nil
+	}
+	inst, out := newTestInstance(t, testConf(), handler)
+	acks := &fakeAcker{}
+	// The outcomes of each pair of inputs come from another goroutine, the
+	// second input's first, once the next pair has been taken.
+	pairs := make(chan struct{})
+	go func() {
+		for range pairs {
+			a, b := <-handed, <-handed
+			b.complete(nil)
+			a.complete(nil)
+		}
+	}()
+	for i := range n {
+		if err := inst.process(t.Context(), ledgerEvent(fmt.Sprint(i), int64(i)), acks); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 && i > 1 {
+			pairs <- struct{}{}
+		}
+	}
+	pairs <- struct{}{}
+	close(pairs)
+	inst.inFlight.Wait()
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	got := map[string]bool{}
+	for _, s := range out.sent {
+		got[string(s.msg.Payload)] = true
+	}
+	for i := range n {
+		if want := fmt.Sprintf("%d@7:%d:1", i, i); !got[want] {
+			t.Errorf("no output %q among %d", want, len(out.sent))
+		}
+	}
+	if len(out.sent) != n || len(acks.acked) != n {
+		t.Errorf("sent %d, acknowledged %d; want %d of each", len(out.sent), len(acks.acked), n)
+	}
+	if len(contexts) == n {
+		t.Errorf("no input's state was reused in %d deferred inputs", n)
 	}
 }

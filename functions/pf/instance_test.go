@@ -80,14 +80,22 @@ func (s *fakeSender) sendAsync(_ context.Context, topic string, msg *pulsar.Prod
 
 // fakeAcker records acknowledgements by payload.
 type fakeAcker struct {
+	mu            sync.Mutex
 	acked, nacked []string
 }
 
 func (a *fakeAcker) Ack(m pulsar.Message) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.acked = append(a.acked, string(m.Payload()))
 	return nil
 }
-func (a *fakeAcker) Nack(m pulsar.Message) { a.nacked = append(a.nacked, string(m.Payload())) }
+
+func (a *fakeAcker) Nack(m pulsar.Message) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nacked = append(a.nacked, string(m.Payload()))
+}
 
 const (
 	inTopic  = "persistent://t/n/ledger-partition-0"

@@ -23,6 +23,11 @@ type Sink struct {
 	ready     chan struct{}
 	batcher   *cassandra.Batcher
 	totals    totalsRecorder
+	// instance is the first input's FunctionContext, kept for what
+	// concerns the instance (secrets, faults, backlog, metrics): the
+	// handler takes every other input with pf.InputOf and pf.Defer, so
+	// that the runtime reuses their state.
+	instance *pf.FunctionContext
 }
 
 // NewSink returns a sink of cfg (see readConfig) that connects on the
@@ -38,28 +43,29 @@ func NewSink(cfg cassandra.Config) *Sink {
 // apply is reported as pf.Permanent, which sends it to the dead-letter topic
 // with the reason.
 func (s *Sink) Handle(ctx context.Context, payload []byte) error {
-	fc, ok := pf.FromContext(ctx)
+	in, ok := pf.InputOf(ctx)
 	if !ok {
 		return errors.New("handling a view operation: no function context; run the sink under pf.Start")
 	}
 	s.startOnce.Do(func() {
+		s.instance, _ = pf.FromContext(ctx)
 		// A panic in the sink's goroutines stops the instance with the
 		// error, so that the worker starts it again, instead of ending
 		// the process with no word or leaving callers waiting forever.
 		// The Cassandra credentials are the tenant's, from the secrets.
-		user, _ := fc.GetSecret(cassandra.SecretUsername)
-		password, _ := fc.GetSecret(cassandra.SecretPassword)
+		user, _ := s.instance.GetSecret(cassandra.SecretUsername)
+		password, _ := s.instance.GetSecret(cassandra.SecretPassword)
 		faults := safego.New()
-		faults.Forward(fc.Fail)
+		faults.Forward(s.instance.Fail)
 		faults.Go("setting up the sink", func() { s.setUp(faults, user, password) })
 	})
 	op, err := envelope.DecodeRowOp(payload)
 	if err != nil {
 		return pf.Permanent(err)
 	}
-	origin := fc.Origin()
+	origin := in.Origin
 	if origin.IsZero() {
-		if origin, err = envelope.OriginFromProperties(fc.GetCurrentRecord().Properties()); err != nil {
+		if origin, err = envelope.OriginFromProperties(in.Message.Properties()); err != nil {
 			return pf.Permanent(fmt.Errorf("reading the origin of a view operation on %s: %w", op.View, err))
 		}
 	}
@@ -68,13 +74,13 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the sink to connect to Cassandra: %w", context.Cause(ctx))
 	}
-	complete := fc.Defer()
-	s.batcher.Upcoming(fc.Pending())
+	complete, _ := pf.Defer(ctx)
+	s.batcher.Upcoming(s.instance.Pending())
 	return s.batcher.SubmitAsync(ctx, cassandra.Op{View: op, Origin: origin}, func(err error) {
 		if errors.Is(err, cassandra.ErrRejected) {
 			err = pf.Permanent(err)
 		}
-		s.totals.record(s.batcher.Totals(), fc.RecordMetric)
+		s.totals.record(s.batcher.Totals(), s.instance.RecordMetric)
 		complete(err)
 	})
 }
