@@ -24,6 +24,9 @@
 //     event time per record; FunctionContext.Publish adds records too. A
 //     record without topic goes to the output topic; when the function has
 //     none it is dropped, as upstream drops output then.
+//   - InputOf and Defer give a handler its message, origin and deferral
+//     without its FunctionContext; under the worker the runtime then reuses
+//     the input's state for a later input once it is over.
 //   - With LocalFlag before -instance-conf the binary runs without a broker
 //     on localwire frames (standard input and output): Foldline's verify,
 //     training sets and fused backfills drive a view's path this way.
