@@ -84,10 +84,7 @@ type Input struct {
 // 600 bytes per message; a handler that took its FunctionContext keeps it
 // to itself, and the input's state is then never reused.
 func InputOf(ctx context.Context) (Input, bool) {
-	if hc, ok := ctx.(*handlerContext); ok {
-		return Input{Message: hc.fc.msg, Origin: hc.fc.origin}, true
-	}
-	fc, ok := FromContext(ctx) // a context derived from the handler's
+	fc, ok := unlent(ctx)
 	if !ok {
 		return Input{}, false
 	}
@@ -98,14 +95,22 @@ func InputOf(ctx context.Context) (Input, bool) {
 // InputOf and no FunctionContext, so that its inputs' state is reused as
 // InputOf says; ok is false when ctx is not a handler's.
 func Defer(ctx context.Context) (complete func(error), ok bool) {
-	if hc, ok := ctx.(*handlerContext); ok {
-		return hc.fc.Defer(), true
-	}
-	fc, ok := FromContext(ctx)
+	fc, ok := unlent(ctx)
 	if !ok {
 		return nil, false
 	}
 	return fc.Defer(), true
+}
+
+// unlent returns the function context in ctx for the runtime's own use
+// during the call, without lending it to the handler when ctx is the
+// handler's own; a context derived from it lends it (FromContext), as the
+// runtime cannot tell what else the derived context reaches.
+func unlent(ctx context.Context) (*FunctionContext, bool) {
+	if hc, ok := ctx.(*handlerContext); ok {
+		return hc.fc, true
+	}
+	return FromContext(ctx)
 }
 
 // handlerContext is the context a handler gets: the run's context carrying

@@ -151,9 +151,9 @@ const registryPoll = 2 * time.Second
 // all see the same totals, and three metrics recorded per operation were
 // three locks and map writes per message.
 type totalsRecorder struct {
-	mu   sync.Mutex
-	last cassandra.Totals
-	any  bool
+	mu       sync.Mutex
+	last     cassandra.Totals
+	recorded bool // last has been recorded
 }
 
 // record sets the three metrics with set when t differs from the totals
@@ -161,10 +161,10 @@ type totalsRecorder struct {
 func (r *totalsRecorder) record(t cassandra.Totals, set func(name string, value float64)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.any && t == r.last {
+	if r.recorded && t == r.last {
 		return
 	}
-	r.last, r.any = t, true
+	r.last, r.recorded = t, true
 	set(cassandra.MetricApplied, float64(t.Applied))
 	set(cassandra.MetricSkipped, float64(t.Skipped))
 	set(cassandra.MetricRejected, float64(t.Rejected))
