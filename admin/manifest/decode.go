@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"encoding"
 	"fmt"
 	"reflect"
 	"slices"
@@ -218,12 +219,33 @@ func (d *decoder) decodeMap(node *yaml.Node, v reflect.Value, path string) {
 	v.Set(m)
 }
 
+// textUnmarshaler is v as an encoding.TextUnmarshaler, when it is one.
+func textUnmarshaler(v reflect.Value) (encoding.TextUnmarshaler, bool) {
+	if !v.CanAddr() {
+		return nil, false
+	}
+	u, ok := v.Addr().Interface().(encoding.TextUnmarshaler)
+	return u, ok
+}
+
 func (d *decoder) decodeScalar(node *yaml.Node, v reflect.Value, path string) {
 	if node.Kind != yaml.ScalarNode {
 		d.problem(node.Line, path, "want a %s, found %s", kindName(v.Kind()), describe(node))
 		return
 	}
 	wrong := func() { d.problem(node.Line, path, "want a %s, found %s", kindName(v.Kind()), describe(node)) }
+	// A type that reads itself from text (a window's span, "7d") says what
+	// is wrong in its own words.
+	if u, ok := textUnmarshaler(v); ok {
+		if node.Tag != "!!str" && node.Tag != "!!int" {
+			d.problem(node.Line, path, "want text, found %s", describe(node))
+			return
+		}
+		if err := u.UnmarshalText([]byte(node.Value)); err != nil {
+			d.problem(node.Line, path, "%s", err.Error())
+		}
+		return
+	}
 	switch v.Kind() {
 	case reflect.String:
 		if node.Tag != "!!str" {

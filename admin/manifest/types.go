@@ -144,8 +144,12 @@ type View struct {
 	Version int `yaml:"version"`
 	// Key lists the key columns in partition-key order.
 	Key []cassandra.KeyColumn `yaml:"key"`
-	// Columns lists the value columns, each with its CQL type and merge rule.
+	// Columns lists the value columns, each with its CQL type and merge rule,
+	// and for a windowed view its window.
 	Columns []cassandra.ValueColumn `yaml:"columns"`
+	// Hop is a windowed view's tile size (e.g. 1h for 7d windows); see
+	// cassandra.ViewSchema.Hop.
+	Hop cassandra.Span `yaml:"hop"`
 	// Sink is the function that applies the view's operations.
 	Sink Sink `yaml:"sink"`
 
@@ -157,7 +161,7 @@ func (v *View) Table() string { return fmt.Sprintf("%s_v%d", v.Name, v.Version) 
 
 // Schema is the table definition the sink receives and deploy creates.
 func (v *View) Schema() cassandra.ViewSchema {
-	return cassandra.ViewSchema{Keyspace: v.Keyspace, Table: v.Table(), View: v.Name, Key: v.Key, Columns: v.Columns}
+	return cassandra.ViewSchema{Keyspace: v.Keyspace, Table: v.Table(), View: v.Name, Key: v.Key, Columns: v.Columns, Hop: v.Hop}
 }
 
 // Sink is how a view's sink function is deployed.

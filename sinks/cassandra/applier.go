@@ -31,8 +31,10 @@ type Result struct {
 	// context's error when Apply was cancelled before Cassandra confirmed it.
 	Errs []error
 	// Applied counts operations folded into rows now; Redelivered those
-	// skipped because their row had already seen them; Rows the CQL writes.
-	Applied, Redelivered, Rows int
+	// skipped because their row had already seen them; Expired those
+	// dropped because their tile of a windowed view had expired (ErrExpired;
+	// their Errs entry is nil); Rows the CQL writes.
+	Applied, Redelivered, Expired, Rows int
 }
 
 // Applier applies batches of view operations to one view's table with an
@@ -98,6 +100,7 @@ func NewApplier(session *gocql.Session, schema ViewSchema, settings Settings) (*
 	if err != nil {
 		return nil, err
 	}
+	view.now = time.Now
 	a := &Applier{view: view, session: session, settings: settings, cache: newRowCache(settings.cacheRows()),
 		queue: newRowQueue(settings.Concurrency * settings.BatchSize), batchBytes: batchBytes, faults: safego.New()}
 	a.selectCQL, a.appendCQL, a.replaceCQL = statements(schema)
@@ -146,15 +149,21 @@ func statements(s ViewSchema) (selectCQL, appendCQL, replaceCQL string) {
 		cols = append(cols, quote(c.Name))
 		sets = append(sets, quote(c.Name)+" = ?")
 	}
-	for _, k := range s.Key {
+	for _, k := range s.StorageKey() {
 		where = append(where, quote(k.Name)+" = ?")
 	}
 	w := strings.Join(where, " AND ")
+	// A tile's every write sets its expiry anew (the same instant each
+	// time: its start plus the view's retention), see rowStatement.
+	using := ""
+	if s.Windowed() {
+		using = " USING TTL ?"
+	}
 	selectCQL = fmt.Sprintf("SELECT %s, %s, %s, %s FROM %s WHERE %s",
 		strings.Join(cols, ", "), ColumnDeleted, ColumnLatestAt, ColumnApplied, s.qualifiedTable(), w)
 	update := func(latest string) string {
-		return fmt.Sprintf("UPDATE %s SET %s, %s = ?, %s, %s = %s + ? WHERE %s",
-			s.qualifiedTable(), strings.Join(sets, ", "), ColumnDeleted, latest, ColumnApplied, ColumnApplied, w)
+		return fmt.Sprintf("UPDATE %s%s SET %s, %s = ?, %s, %s = %s + ? WHERE %s",
+			s.qualifiedTable(), using, strings.Join(sets, ", "), ColumnDeleted, latest, ColumnApplied, ColumnApplied, w)
 	}
 	return selectCQL, update(ColumnLatestAt + " = " + ColumnLatestAt + " + ?"), update(ColumnLatestAt + " = ?")
 }
@@ -191,6 +200,10 @@ func (a *Applier) group(ops []Op) (*Pending, []*rowGroup) {
 	arena := a.view.newBindArena(ops)
 	for i, op := range ops {
 		b, err := a.view.bind(i, op, arena)
+		if errors.Is(err, ErrExpired) {
+			p.res.Expired++
+			continue
+		}
 		if err != nil {
 			p.res.Errs[i] = fmt.Errorf("%w: %w", ErrRejected, err)
 			continue
@@ -574,7 +587,10 @@ func (a *Applier) writeRows(ctx context.Context, updates []*rowUpdate) error {
 // partition atomically and in isolation, so the values and the positions
 // that account for them can never be seen or kept apart.
 func (a *Applier) rowStatement(key []any, after *rowState, w rowWrite) (string, []any) {
-	args := make([]any, 0, len(after.values)+3+len(key))
+	args := make([]any, 0, len(after.values)+4+len(key))
+	if a.view.windowed {
+		args = append(args, a.view.tileTTL(key))
+	}
 	for i, v := range after.values {
 		switch {
 		case !w.changed[i]:

@@ -49,8 +49,9 @@ type Batcher struct {
 	// flush asks Run to start the filling batch whatever its cut (Flush).
 	flush atomic.Bool
 
-	// applied, skipped and rejected count the answered operations (Totals).
-	applied, skipped, rejected atomic.Int64
+	// applied, skipped, rejected and expired count the answered operations
+	// (Totals).
+	applied, skipped, rejected, expired atomic.Int64
 	// faults reports a panic while answering a batch (see Faults).
 	faults *safego.Faults
 }
@@ -62,6 +63,7 @@ const (
 	MetricApplied  = "foldline_sink_applied"
 	MetricSkipped  = "foldline_sink_skipped_duplicates"
 	MetricRejected = "foldline_sink_rejected"
+	MetricExpired  = "foldline_sink_expired"
 )
 
 // Totals counts the operations a Batcher has answered since it started.
@@ -75,11 +77,14 @@ type Totals struct {
 	// Rejected operations can never apply (ErrRejected): they go to the
 	// dead-letter topic with the reason.
 	Rejected int64
+	// Expired operations were dropped from a windowed view because their
+	// tile had expired: events older than the longest window and a hop.
+	Expired int64
 }
 
 // Totals returns the counts so far; safe to call from any goroutine.
 func (b *Batcher) Totals() Totals {
-	return Totals{Applied: b.applied.Load(), Skipped: b.skipped.Load(), Rejected: b.rejected.Load()}
+	return Totals{Applied: b.applied.Load(), Skipped: b.skipped.Load(), Rejected: b.rejected.Load(), Expired: b.expired.Load()}
 }
 
 // Cut says when a batch is started: when it holds Size operations, when
@@ -245,6 +250,7 @@ func (b *Batcher) count(res Result) {
 	b.applied.Add(int64(res.Applied))
 	b.skipped.Add(int64(res.Redelivered))
 	b.rejected.Add(int64(rejected))
+	b.expired.Add(int64(res.Expired))
 }
 
 // gather waits until the filling batch is to be started, as its cut says,

@@ -31,19 +31,30 @@ var (
 
 // compiledView is a validated ViewSchema with its column types looked up.
 type compiledView struct {
-	schema        ViewSchema
+	schema ViewSchema
+	// keyTypes are the types of the table's key (StorageKey): the view's
+	// key, then for a windowed view the tile start.
 	keyTypes      []*cqlType
 	colTypes      []*cqlType
 	colIndex      map[string]int
 	maxValueBytes int
+
+	// windowed views: each operation goes to its event time's tile (hop),
+	// which expires retention after its start.
+	windowed       bool
+	hop, retention time.Duration
+	// now is the clock that expires tiles; nil folds every tile (a fold in
+	// memory keeps history, a table keeps the present).
+	now func() time.Time
 }
 
 func compileView(s ViewSchema, maxValueBytes int) (*compiledView, error) {
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("validating view %s: %w", s.View, err)
 	}
-	v := &compiledView{schema: s, colIndex: map[string]int{}, maxValueBytes: maxValueBytes}
-	for _, k := range s.Key {
+	v := &compiledView{schema: s, colIndex: map[string]int{}, maxValueBytes: maxValueBytes,
+		windowed: s.Windowed(), hop: s.Hop.Duration(), retention: s.Retention()}
+	for _, k := range s.StorageKey() {
 		t, _ := lookupType(k.Type)
 		v.keyTypes = append(v.keyTypes, t)
 	}
@@ -97,7 +108,7 @@ func (v *compiledView) newBindArena(ops []Op) *bindArena {
 	for _, op := range ops {
 		cols += len(op.View.Columns)
 	}
-	return &bindArena{keys: make([]any, 0, len(ops)*len(v.schema.Key)), cols: make([]columnValue, 0, cols), rows: map[string]boundKey{}}
+	return &bindArena{keys: make([]any, 0, len(ops)*len(v.keyTypes)), cols: make([]columnValue, 0, cols), rows: map[string]boundKey{}}
 }
 
 // keyJSON appends the JSON of the operation's key values, in the view's
@@ -144,14 +155,25 @@ func (v *compiledView) bind(index int, op Op, arena *bindArena) (boundOp, error)
 	if len(vo.Key) != len(v.schema.Key) {
 		return boundOp{}, fmt.Errorf("%w: got %d key columns, the view has %d (%s)", ErrBadKey, len(vo.Key), len(v.schema.Key), v.keyNames())
 	}
+	var tile time.Time
+	if v.windowed {
+		var err error
+		if tile, err = v.tileOf(vo); err != nil {
+			return boundOp{}, err
+		}
+	}
 	if arena == nil {
 		arena = &bindArena{}
 	}
 	var keyBuf [internMaxBytes]byte
 	keyJSON, known := v.keyJSON(keyBuf[:0], vo)
+	if v.windowed && known {
+		// Each tile is a row of its own.
+		keyJSON = binary.AppendVarint(keyJSON, tile.UnixMilli())
+	}
 	if bk, ok := arena.rows[string(keyJSON)]; known && ok {
 		b.key, b.rowKey = bk.key, bk.rowKey
-	} else if err := v.bindKey(&b, vo, arena); err != nil {
+	} else if err := v.bindKey(&b, vo, tile, arena); err != nil {
 		return boundOp{}, err
 	} else if known && arena.rows != nil {
 		arena.rows[string(keyJSON)] = boundKey{key: b.key, rowKey: b.rowKey}
@@ -183,10 +205,35 @@ func (v *compiledView) bind(index int, op Op, arena *bindArena) (boundOp, error)
 	return b, nil
 }
 
-// bindKey decodes and checks the operation's key into b, taking its slice
-// from arena.
-func (v *compiledView) bindKey(b *boundOp, vo envelope.RowOp, arena *bindArena) error {
-	b.key = take(&arena.keys, len(v.schema.Key))
+// tileOf is the tile a windowed view's operation goes to, or why it goes
+// to none: a windowed view takes no deletes (a tile is a span of events,
+// not an entity), needs the event's time, and drops an operation whose
+// tile has expired (ErrExpired).
+func (v *compiledView) tileOf(vo envelope.RowOp) (time.Time, error) {
+	if vo.Kind != envelope.OpApply {
+		return time.Time{}, fmt.Errorf("%w: a windowed view takes only apply operations, not %s", ErrBadValue, vo.Kind)
+	}
+	if vo.EventTime.IsZero() {
+		return time.Time{}, fmt.Errorf("%w: an operation on a windowed view needs its event time (Output.At)", ErrBadValue)
+	}
+	tile := TileStart(vo.EventTime, v.hop)
+	if v.now != nil && !tile.Add(v.retention).After(v.now()) {
+		return time.Time{}, fmt.Errorf("%w: the tile of %s expired at %s", ErrExpired, vo.EventTime.UTC().Format(time.RFC3339Nano), tile.Add(v.retention).Format(time.RFC3339))
+	}
+	return tile, nil
+}
+
+// tileTTL is the seconds a windowed view's tile (the last value of key) has
+// left, at least 1: a TTL of 0 would mean forever.
+func (v *compiledView) tileTTL(key []any) int {
+	expires := key[len(key)-1].(time.Time).Add(v.retention)
+	return max(1, int((expires.Sub(v.now())+time.Second-1)/time.Second))
+}
+
+// bindKey decodes and checks the operation's key into b, with a windowed
+// view's tile after it, taking its slice from arena.
+func (v *compiledView) bindKey(b *boundOp, vo envelope.RowOp, tile time.Time, arena *bindArena) error {
+	b.key = take(&arena.keys, len(v.keyTypes))
 	for i, k := range v.schema.Key {
 		raw, ok := vo.Value(k.Name)
 		if !ok {
@@ -203,6 +250,9 @@ func (v *compiledView) bindKey(b *boundOp, vo envelope.RowOp, arena *bindArena) 
 			return err
 		}
 		b.key = append(b.key, val)
+	}
+	if v.windowed {
+		b.key = append(b.key, tile)
 	}
 	b.rowKey = keyString(b.key)
 	return nil

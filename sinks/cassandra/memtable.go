@@ -25,6 +25,8 @@ import (
 type MemTable struct {
 	view *compiledView
 	rows map[string]*memRow
+	// tiles holds a windowed view's rows (tiles) by entity key.
+	tiles map[string][]*memRow
 	// Totals counts the operations applied, skipped and rejected.
 	Totals Totals
 }
@@ -38,10 +40,13 @@ type memRow struct {
 // value columns by name (absent: null), the last applied position per
 // origin topic, and whether it is deleted (a tombstone).
 type MemRow struct {
+	// Key is the table's key: a windowed view's ends with the tile start.
 	Key     []any
 	Values  map[string]any
 	Applied map[string]envelope.Position
 	Deleted bool
+	// LatestAt is the event time of each latest column's value.
+	LatestAt map[string]time.Time
 }
 
 // NewMemTable returns an empty table of the view.
@@ -50,7 +55,7 @@ func NewMemTable(schema ViewSchema) (*MemTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &MemTable{view: v, rows: map[string]*memRow{}}, nil
+	return &MemTable{view: v, rows: map[string]*memRow{}, tiles: map[string][]*memRow{}}, nil
 }
 
 // Apply folds one operation. An error is the sink's for an operation it
@@ -65,6 +70,10 @@ func (m *MemTable) Apply(op Op) (applied bool, err error) {
 	if !ok {
 		r = &memRow{key: b.key, state: newRowState(len(m.view.colTypes))}
 		m.rows[b.rowKey] = r
+		if m.view.windowed {
+			entity := keyString(b.key[:len(b.key)-1])
+			m.tiles[entity] = append(m.tiles[entity], r)
+		}
 	}
 	applied, err = m.view.fold(r.state, b)
 	switch {
@@ -90,6 +99,26 @@ func (m *MemTable) Row(key []any) (MemRow, bool) {
 	return m.view.memRow(r.key, r.state), true
 }
 
+// AsOf returns the entity's row as serving reads it at the time at: for a
+// windowed view the tiles of each column's window combined
+// (ViewSchema.CombineTiles), with the entity's key; for any other view the
+// row itself. found is false when the entity has no row (no tile at all).
+func (m *MemTable) AsOf(key []any, at time.Time) (row MemRow, found bool) {
+	if !m.view.windowed {
+		return m.Row(key)
+	}
+	rows := m.tiles[keyString(key)]
+	if len(rows) == 0 {
+		return MemRow{}, false
+	}
+	tiles := make([]Tile, len(rows))
+	for i, r := range rows {
+		mr := m.view.memRow(r.key, r.state)
+		tiles[i] = Tile{Start: r.key[len(r.key)-1].(time.Time), Values: mr.Values, LatestAt: mr.LatestAt}
+	}
+	return MemRow{Key: key, Values: m.view.schema.CombineTiles(tiles, at)}, true
+}
+
 // Rows yields every row, tombstones included, in no particular order.
 func (m *MemTable) Rows() iter.Seq[MemRow] {
 	return func(yield func(MemRow) bool) {
@@ -105,11 +134,11 @@ func (m *MemTable) Rows() iter.Seq[MemRow] {
 // label file's entity key): a text column takes the text as it is, any
 // other column the text as JSON (42, true, "2026-11-01T00:00:00Z").
 func (m *MemTable) ParseKey(text []string) ([]any, error) {
-	if len(text) != len(m.view.keyTypes) {
+	if len(text) != len(m.view.schema.Key) {
 		return nil, fmt.Errorf("%w: %d key values for the key columns %s", ErrBadKey, len(text), m.view.keyNames())
 	}
 	key := make([]any, len(text))
-	for i, t := range m.view.keyTypes {
+	for i, t := range m.view.keyTypes[:len(text)] {
 		raw := json.RawMessage(text[i])
 		if t.name == "text" || t.name == "ascii" {
 			quoted, _ := json.Marshal(text[i])
@@ -166,7 +195,7 @@ func keyString(key []any) string {
 var rowKeys = newInterner[string]()
 
 func (v *compiledView) memRow(key []any, s *rowState) MemRow {
-	r := MemRow{Key: key, Values: map[string]any{}, Applied: maps.Clone(s.applied), Deleted: s.deleted}
+	r := MemRow{Key: key, Values: map[string]any{}, Applied: maps.Clone(s.applied), Deleted: s.deleted, LatestAt: maps.Clone(s.latestAt)}
 	for i, c := range v.schema.Columns {
 		if s.values[i] != nil {
 			r.Values[c.Name] = s.values[i]
@@ -185,8 +214,8 @@ func ScanTable(ctx context.Context, session *gocql.Session, schema ViewSchema, c
 			return
 		}
 		selectCQL, _, _ := statements(schema)
-		keys := make([]string, len(schema.Key))
-		for i, k := range schema.Key {
+		keys := make([]string, len(v.keyTypes))
+		for i, k := range schema.StorageKey() {
 			keys[i] = quote(k.Name)
 		}
 		// The row read of the sink, with the key in front and no WHERE.
@@ -247,6 +276,54 @@ func ReadRow(ctx context.Context, session *gocql.Session, schema ViewSchema, key
 		return MemRow{}, false, err
 	}
 	return v.memRow(key, state), true, nil
+}
+
+// ReadTiles reads the tiles of a windowed view's entity whose start lies
+// in [from, to], as the sink reads rows. key holds the view's key values in
+// order, of Go types gocql marshals for their columns.
+func ReadTiles(ctx context.Context, session *gocql.Session, schema ViewSchema, key []any, from, to time.Time, consistency gocql.Consistency) ([]Tile, error) {
+	v, err := compileView(schema, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	if !v.windowed {
+		return nil, fmt.Errorf("reading tiles of %s: the view has no windows", schema.View)
+	}
+	if len(key) != len(schema.Key) {
+		return nil, fmt.Errorf("reading tiles of %s: %w: %d key values for the key columns %s", schema.View, ErrBadKey, len(key), v.keyNames())
+	}
+	selectCQL, _, _ := statements(schema)
+	where := make([]string, 0, len(key)+2)
+	args := make([]any, 0, len(key)+2)
+	for i, k := range schema.Key {
+		where = append(where, quote(k.Name)+" = ?")
+		args = append(args, key[i]) // as the caller has it: gocql marshals any Go integer, string, time
+	}
+	where = append(where, quote(ColumnTile)+" >= ?", quote(ColumnTile)+" <= ?")
+	args = append(args, from, to)
+	// The sink's row read with the tile in front and the entity's range.
+	q := "SELECT " + quote(ColumnTile) + ", " + strings.TrimPrefix(selectCQL[:strings.Index(selectCQL, " WHERE ")], "SELECT ") +
+		" WHERE " + strings.Join(where, " AND ")
+	it := session.Query(q, args...).WithContext(ctx).Consistency(consistency).Iter()
+	var tiles []Tile
+	for {
+		var start time.Time
+		dests := v.rowDests()
+		if !it.Scan(append([]any{&start}, dests...)...) {
+			break
+		}
+		state, err := v.scanned(dests)
+		if err != nil {
+			it.Close()
+			return nil, err
+		}
+		r := v.memRow(nil, state)
+		tiles = append(tiles, Tile{Start: start.UTC(), Values: r.Values, LatestAt: r.LatestAt})
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("reading tiles of %s: %w", schema.qualifiedTable(), err)
+	}
+	return tiles, nil
 }
 
 // SameValues reports whether two rows hold the same values (and the same

@@ -16,7 +16,7 @@ var exactKeyTypes = map[string]bool{"text": true, "ascii": true, "bigint": true,
 // prefetchStatement is the read of many rows by key (IN) for a view whose
 // key is one column of an exact type, and "" for other views.
 func prefetchStatement(s ViewSchema) string {
-	if len(s.Key) != 1 {
+	if len(s.StorageKey()) != 1 {
 		return ""
 	}
 	t, ok := lookupType(s.Key[0].Type)

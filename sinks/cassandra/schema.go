@@ -75,6 +75,9 @@ type ViewSchema struct {
 	Key []KeyColumn `json:"key" yaml:"key"`
 	// Columns lists the value columns and their merge rules.
 	Columns []ValueColumn `json:"columns" yaml:"columns"`
+	// Hop is the tile size of a windowed view (see Window): every windowed
+	// column of the view shares it. Zero for a view without windows.
+	Hop Span `json:"hop,omitempty" yaml:"hop"`
 }
 
 // KeyColumn is one column of a view's key.
@@ -94,6 +97,10 @@ type ValueColumn struct {
 	Type string `json:"type" yaml:"type"`
 	// Merge is the rule that folds an operation's value into the column.
 	Merge envelope.Merge `json:"merge" yaml:"merge"`
+	// Window makes the column aggregate over the events of a sliding
+	// event-time window of this length instead of all time (see window.go
+	// for the exact semantics). A view's columns have a window each or none.
+	Window Span `json:"window,omitempty" yaml:"window"`
 	// Description says what the column holds, for the view catalog
 	// (foldline views describe); the sink never sees it.
 	Description string `json:"-" yaml:"description"`
@@ -147,6 +154,7 @@ func (s ViewSchema) Validate() error {
 			problem("%s.merge add: column type %s is not numeric", field, c.Type)
 		}
 	}
+	s.validateWindows(problem)
 	return errors.Join(errs...)
 }
 
@@ -196,7 +204,7 @@ func (s ViewSchema) KeyspaceCQL(r Replication) string {
 // TableCQL is the statement that creates the view's table if it is absent.
 func (s ViewSchema) TableCQL() string {
 	var cols, keys []string
-	for _, k := range s.Key {
+	for _, k := range s.StorageKey() {
 		cols = append(cols, quote(k.Name)+" "+canonicalType(k.Type))
 		keys = append(keys, quote(k.Name))
 	}
@@ -205,6 +213,12 @@ func (s ViewSchema) TableCQL() string {
 	}
 	for _, name := range []string{ColumnApplied, ColumnDeleted, ColumnLatestAt} {
 		cols = append(cols, quote(name)+" "+bookkeepingTypes[name])
+	}
+	if s.Windowed() {
+		// The entity's tiles share its partition, newest first: a window's
+		// read is one slice of one partition.
+		return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s, PRIMARY KEY ((%s), %s)) WITH CLUSTERING ORDER BY (%s DESC)",
+			s.qualifiedTable(), strings.Join(cols, ", "), strings.Join(keys[:len(s.Key)], ", "), quote(ColumnTile), quote(ColumnTile))
 	}
 	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s, PRIMARY KEY ((%s)))",
 		s.qualifiedTable(), strings.Join(cols, ", "), strings.Join(keys, ", "))
@@ -312,6 +326,9 @@ func tableDifferences(s ViewSchema, existing map[string]existingColumn) []string
 	for i, k := range s.Key {
 		want[k.Name] = existingColumn{Kind: "partition_key", Position: i, Type: canonicalType(k.Type)}
 	}
+	if s.Windowed() {
+		want[ColumnTile] = existingColumn{Kind: "clustering", Position: 0, Type: "timestamp"}
+	}
 	for _, c := range s.Columns {
 		want[c.Name] = existingColumn{Kind: "regular", Position: -1, Type: canonicalType(c.Type)}
 	}
@@ -328,7 +345,7 @@ func tableDifferences(s ViewSchema, existing map[string]existingColumn) []string
 			diffs = append(diffs, fmt.Sprintf("column %s has type %s, the definition wants %s", name, h.Type, w.Type))
 		case h.Kind != w.Kind:
 			diffs = append(diffs, fmt.Sprintf("column %s is a %s column, the definition wants %s", name, kindName(h.Kind), kindName(w.Kind)))
-		case w.Kind == "partition_key" && h.Position != w.Position:
+		case w.Kind != "regular" && h.Position != w.Position:
 			diffs = append(diffs, fmt.Sprintf("key column %s is at position %d, the definition wants %d", name, h.Position, w.Position))
 		}
 	}

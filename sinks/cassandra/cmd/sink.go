@@ -156,7 +156,7 @@ type totalsRecorder struct {
 	recorded bool // last has been recorded
 }
 
-// record sets the three metrics with set when t differs from the totals
+// record sets the four metrics with set when t differs from the totals
 // it set last.
 func (r *totalsRecorder) record(t cassandra.Totals, set func(name string, value float64)) {
 	r.mu.Lock()
@@ -168,4 +168,5 @@ func (r *totalsRecorder) record(t cassandra.Totals, set func(name string, value 
 	set(cassandra.MetricApplied, float64(t.Applied))
 	set(cassandra.MetricSkipped, float64(t.Skipped))
 	set(cassandra.MetricRejected, float64(t.Rejected))
+	set(cassandra.MetricExpired, float64(t.Expired))
 }

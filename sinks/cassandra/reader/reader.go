@@ -174,12 +174,61 @@ func (t table) selectList() string {
 	return strings.Join(quoted, ", ")
 }
 
+// ErrNotWindowed is returned by GetAt for a view without windows: its table
+// holds the present only (foldline replay --until builds the past).
+var ErrNotWindowed = errors.New("view has no windows")
+
+// GetAt returns a windowed view's row with the key as of the time at: each
+// column combines the entity's tiles of its own window ending with at's
+// tile (cassandra.ViewSchema.CombineTiles: counts and sums add, min and
+// max, latest by event time), as
+//
+//	SELECT sum(purchases_7d) FROM shop.user_purchases_7d_v1
+//	 WHERE "user" = ? AND fl_tile >= ? AND fl_tile <= ?  -- [T - 7d, T], T = at's tile start
+//
+// The table holds the tiles of the present (older ones expire), and a tile
+// holds every event of its hop applied so far: for an at in the past the
+// last tile includes events after at. Values are of the canonical Go types
+// (int64 for every integer type, float64, string, bool, time.Time). found
+// is false when no window of the entity holds an event.
+func (v *View) GetAt(ctx context.Context, at time.Time, key ...any) (row Row, found bool, err error) {
+	t, err := v.current(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if !t.schema.Windowed() {
+		return nil, false, fmt.Errorf("reading view %s as of %s: %w", v.view, at.Format(time.RFC3339), ErrNotWindowed)
+	}
+	var longest cassandra.Span
+	for _, c := range t.schema.Columns {
+		longest = max(longest, c.Window)
+	}
+	from, to := cassandra.WindowTiles(at, longest, t.schema.Hop.Duration())
+	tiles, err := cassandra.ReadTiles(ctx, v.session, t.schema, key, from, to, v.opts.Consistency)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading view %s: %w", v.view, err)
+	}
+	values := t.schema.CombineTiles(tiles, at)
+	if len(values) == 0 {
+		return nil, false, nil
+	}
+	row = Row(values)
+	for i, k := range t.schema.Key {
+		row[k.Name] = key[i]
+	}
+	return row, true, nil
+}
+
 // Get returns the row with the key (one value per key column, in order);
-// found is false for a row that does not exist or was deleted.
+// found is false for a row that does not exist or was deleted. For a
+// windowed view it is GetAt the present.
 func (v *View) Get(ctx context.Context, key ...any) (row Row, found bool, err error) {
 	t, err := v.current(ctx)
 	if err != nil {
 		return nil, false, err
+	}
+	if t.schema.Windowed() {
+		return v.GetAt(ctx, v.opts.Now(), key...)
 	}
 	if len(key) != len(t.schema.Key) {
 		return nil, false, fmt.Errorf("reading view %s: %d key values for %d key columns", v.view, len(key), len(t.schema.Key))
