@@ -306,3 +306,75 @@ func TestWindowedBindRules(t *testing.T) {
 		t.Fatalf("TTL %d s, want one hour: the tile expires at its start + 7d + 1h", ttl)
 	}
 }
+
+// TestApplierWindowsEqualFoldByEventTime applies a windowed view's
+// operations, late events, redeliveries and a restart included, to the real
+// Cassandra, and checks every entity's window as of several times, read
+// back tile by tile, against the independent fold by event time; events
+// whose tile had expired are dropped and counted, and every tile carries
+// the TTL of its start + the longest window + the hop.
+func TestApplierWindowsEqualFoldByEventTime(t *testing.T) {
+	session, settings, keyspace := testKeyspace(t)
+	rng := rand.New(rand.NewPCG(11, 5))
+	now := time.Now().UTC()
+	// Ten days back from now: the first three days' tiles have expired (the
+	// longest window is 7 days), so their events are dropped.
+	start := now.Add(-10 * 24 * time.Hour)
+	s := windowedSchema()
+	s.Keyspace = keyspace
+	// No event in the tiles around the expiry cut-off, which moves while
+	// the test runs: each event's tile is clearly live or clearly expired.
+	cutoff := now.Add(-s.Retention())
+	var events []windowEvent
+	for _, e := range windowEvents(rng, 1200, start) {
+		if tile := TileStart(e.at, time.Hour); tile.Before(cutoff.Add(-2*time.Hour)) || tile.After(cutoff.Add(2*time.Hour)) {
+			events = append(events, e)
+		}
+	}
+	for _, cache := range []int{0, -1} {
+		t.Run(fmt.Sprintf("row cache %d", cache), func(t *testing.T) {
+			s.Table = fmt.Sprintf("windows_%d", -cache)
+			st := settings
+			st.RowCache = cache
+			a := newTestApplier(t, session, s, st)
+			ops := deliveries(rng, events)
+			half := len(ops) / 2
+			first := applyAll(t, a, ops[:half])
+			a = newTestApplier(t, session, s, st) // a restart: the second half redelivers part of the first
+			second := applyAll(t, a, ops[half/2:])
+
+			var live []windowEvent
+			expired := 0
+			for _, e := range events {
+				if TileStart(e.at, time.Hour).After(cutoff) {
+					live = append(live, e)
+				} else {
+					expired++
+				}
+			}
+			if expired == 0 || first.Expired+second.Expired < expired {
+				t.Errorf("%d operations counted expired, want at least %d (every event whose tile had expired, some twice)", first.Expired+second.Expired, expired)
+			}
+			for range 60 {
+				at := now.Add(-time.Duration(rng.Int64N(int64(2 * 24 * time.Hour))))
+				user := fmt.Sprintf("u%d", rng.IntN(4))
+				from, to := WindowTiles(at, Span(7*24*time.Hour), time.Hour)
+				tiles, err := ReadTiles(t.Context(), session, s, []any{user}, from, to, settings.consistency())
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := MemRow{Values: s.CombineTiles(tiles, at)}
+				if want := foldByEventTime(live, user, at); !SameValues(got, MemRow{Values: want}) {
+					t.Fatalf("%s as of %s: Cassandra's tiles give %v, the fold by event time %v", user, at, got.Values, want)
+				}
+			}
+			var ttl int
+			if err := session.Query(fmt.Sprintf(`SELECT TTL(n_7d) FROM %s LIMIT 1`, s.qualifiedTable())).Scan(&ttl); err != nil {
+				t.Fatal(err)
+			}
+			if ttl <= 0 || ttl > int(s.Retention()/time.Second) {
+				t.Fatalf("a tile's TTL is %d s, want between 1 and %d", ttl, int(s.Retention()/time.Second))
+			}
+		})
+	}
+}
