@@ -322,7 +322,7 @@ func (a *Applier) readUncached(ctx context.Context, tasks [][]*rowJob) {
 		}
 	}
 	if len(want) > 1 {
-		a.prefetchRows(ctx, want)
+		a.prefetch(ctx, want)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,12 +55,52 @@ func userActivitySchema(keyspace, table string) ViewSchema {
 	}
 }
 
+// userActivityWindowedSchema is user_activity with every column over a
+// 7-day window of 1-hour tiles (last_url by latest event time, as a window
+// cannot follow ledger order): the windowed sink's benchmark view.
+func userActivityWindowedSchema(keyspace, table string) ViewSchema {
+	s := userActivitySchema(keyspace, table)
+	s.Hop = Span(time.Hour)
+	for i := range s.Columns {
+		s.Columns[i].Window = Span(7 * 24 * time.Hour)
+		if s.Columns[i].Merge == envelope.MergeSet {
+			s.Columns[i].Merge = envelope.MergeLatest
+		}
+	}
+	return s
+}
+
+// windowedShopStream is shopStream for userActivityWindowedSchema: the
+// same operations, last_url merged by latest, with event times 100 ms
+// apart (as gen spaces them) up to now: a shop of 10 events a second over
+// the last 100 minutes, in tiles that are all live.
+func windowedShopStream(b *testing.B) []Op {
+	b.Helper()
+	start := time.Now().Add(-benchEvents * gen.DefaultInterval)
+	ops := shopStreamFrom(b, gen.Options{Events: benchEvents, Users: 1000, SKUs: 100, Seed: 7, Start: start})
+	for i := range ops {
+		cols := slices.Clone(ops[i].View.Columns)
+		for c := range cols {
+			if cols[c].Merge == envelope.MergeSet {
+				cols[c].Merge = envelope.MergeLatest
+			}
+		}
+		ops[i].View.Columns = cols
+	}
+	return ops
+}
+
 // shopStream turns a generated shop ledger into user_activity operations
 // with the real transformation, one ledger partition.
 func shopStream(b *testing.B, users int) []Op {
+	return shopStreamFrom(b, gen.Options{Events: benchEvents, Users: users, SKUs: 100, Seed: 7})
+}
+
+// shopStreamFrom is shopStream of the events gen makes with opts.
+func shopStreamFrom(b *testing.B, opts gen.Options) []Op {
 	b.Helper()
 	var buf bytes.Buffer
-	if _, err := gen.Generate(&buf, gen.Options{Events: benchEvents, Users: users, SKUs: 100, Seed: 7}); err != nil {
+	if _, err := gen.Generate(&buf, opts); err != nil {
 		b.Fatal(err)
 	}
 	var ops []Op
@@ -104,24 +145,31 @@ const (
 )
 
 func BenchmarkShopUserActivity(b *testing.B) {
-	benchmarkStreams(b, "shop user_activity", aimShop, func(b *testing.B) []Op { return shopStream(b, 1000) })
+	benchmarkStreams(b, "shop user_activity", aimShop, userActivitySchema, func(b *testing.B) []Op { return shopStream(b, 1000) })
+}
+
+// BenchmarkShopWindowed is the shop stream into a windowed view (7-day
+// windows of 1-hour tiles): the sink's tiles against the plain writer's
+// single-row UPDATEs of the same (user, tile) rows with their TTL.
+func BenchmarkShopWindowed(b *testing.B) {
+	benchmarkStreams(b, "shop user_activity windowed 7d/1h", aimShop, userActivityWindowedSchema, windowedShopStream)
 }
 
 func BenchmarkNoCoalescing(b *testing.B) {
-	benchmarkStreams(b, "no coalescing", aimNoCoalescing, roundRobinStream)
+	benchmarkStreams(b, "no coalescing", aimNoCoalescing, userActivitySchema, roundRobinStream)
 }
 
 // benchmarkStreams runs the sink, the sink with one row per request and the
 // plain writer over the same stream; with FOLDLINE_BENCH_JSON set, the
 // sinks' events/s against the plain writer's go there (internal/benchreport),
 // the sink's with aim.
-func benchmarkStreams(b *testing.B, name, aim string, stream func(*testing.B) []Op) {
+func benchmarkStreams(b *testing.B, name, aim string, schema func(keyspace, table string) ViewSchema, stream func(*testing.B) []Op) {
 	session, settings, keyspace := testKeyspace(b)
 	ops := stream(b)
 	table := 0
 	fresh := func(b *testing.B) ViewSchema {
 		table++
-		s := userActivitySchema(keyspace, fmt.Sprintf("bench_%d", table))
+		s := schema(keyspace, fmt.Sprintf("bench_%d", table))
 		if err := EnsureSchema(b.Context(), session, s, settings.Replication); err != nil {
 			b.Fatal(err)
 		}
@@ -179,17 +227,26 @@ func emitSinkFigures(b *testing.B, stream, aim string, rates map[string]float64)
 }
 
 // plainWrite issues one single-row UPDATE per operation, setting the
-// operation's columns to its values, from benchConcurrency goroutines.
+// operation's columns to its values, from benchConcurrency goroutines; a
+// windowed view's row is the operation's tile, written with its TTL.
 func plainWrite(b *testing.B, session *gocql.Session, s ViewSchema, ops []Op, consistency gocql.Consistency) {
 	v, err := compileView(s, 1<<20)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var sets []string
+	v.now = time.Now
+	var sets, where []string
 	for _, c := range s.Columns {
 		sets = append(sets, quote(c.Name)+" = ?")
 	}
-	stmt := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?", s.qualifiedTable(), strings.Join(sets, ", "), quote(s.Key[0].Name))
+	for _, k := range s.StorageKey() {
+		where = append(where, quote(k.Name)+" = ?")
+	}
+	using := ""
+	if v.windowed {
+		using = " USING TTL ?"
+	}
+	stmt := fmt.Sprintf("UPDATE %s%s SET %s WHERE %s", s.qualifiedTable(), using, strings.Join(sets, ", "), strings.Join(where, " AND "))
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range benchConcurrency {
@@ -200,14 +257,18 @@ func plainWrite(b *testing.B, session *gocql.Session, s ViewSchema, ops []Op, co
 					b.Error(err)
 					continue
 				}
-				args := make([]any, len(s.Columns)+1)
-				for c := range s.Columns {
-					args[c] = gocql.UnsetValue
+				var args []any
+				if v.windowed {
+					args = append(args, v.tileTTL(op.key))
+				}
+				cols := len(args)
+				for range s.Columns {
+					args = append(args, gocql.UnsetValue)
 				}
 				for _, c := range op.columns {
-					args[c.column] = v.colTypes[c.column].bind(c.value)
+					args[cols+c.column] = v.colTypes[c.column].bind(c.value)
 				}
-				args[len(s.Columns)] = op.key[0]
+				args = append(args, op.key...)
 				if err := session.Query(stmt, args...).Consistency(consistency).Idempotent(true).Exec(); err != nil {
 					b.Error(err)
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // exactKeyTypes are the key types whose values come back from Cassandra
@@ -14,9 +15,11 @@ import (
 var exactKeyTypes = map[string]bool{"text": true, "ascii": true, "bigint": true, "int": true, "smallint": true, "tinyint": true, "uuid": true}
 
 // prefetchStatement is the read of many rows by key (IN) for a view whose
-// key is one column of an exact type, and "" for other views.
+// key is one column of an exact type, and "" for other views. A windowed
+// view's rows are read a tile at a time: the entities IN the list, the tile
+// equal (a live stream's new rows are mostly the current hop's tiles).
 func prefetchStatement(s ViewSchema) string {
-	if len(s.StorageKey()) != 1 {
+	if len(s.Key) != 1 {
 		return ""
 	}
 	t, ok := lookupType(s.Key[0].Type)
@@ -27,9 +30,36 @@ func prefetchStatement(s ViewSchema) string {
 	for _, c := range s.Columns {
 		cols = append(cols, quote(c.Name))
 	}
-	return fmt.Sprintf("SELECT %s, %s, %s, %s, %s FROM %s WHERE %s IN ?",
+	tile := ""
+	if s.Windowed() {
+		tile = " AND " + quote(ColumnTile) + " = ?"
+	}
+	return fmt.Sprintf("SELECT %s, %s, %s, %s, %s FROM %s WHERE %s IN ?%s",
 		quote(s.Key[0].Name), strings.Join(cols, ", "), ColumnDeleted, ColumnLatestAt, ColumnApplied,
-		s.qualifiedTable(), quote(s.Key[0].Name))
+		s.qualifiedTable(), quote(s.Key[0].Name), tile)
+}
+
+// prefetch reads the rows of want (at least two) with prefetchRows: all at
+// once, or for a windowed view each tile's rows at once.
+func (a *Applier) prefetch(ctx context.Context, want []*rowGroup) {
+	if !a.view.windowed {
+		a.prefetchRows(ctx, want)
+		return
+	}
+	var tiles []time.Time
+	byTile := map[time.Time][]*rowGroup{}
+	for _, g := range want {
+		tile := g.key[len(g.key)-1].(time.Time)
+		if _, ok := byTile[tile]; !ok {
+			tiles = append(tiles, tile)
+		}
+		byTile[tile] = append(byTile[tile], g)
+	}
+	for _, tile := range tiles {
+		if chunk := byTile[tile]; len(chunk) > 1 {
+			a.prefetchRows(ctx, chunk)
+		}
+	}
 }
 
 // prefetchRows reads chunk's rows in one query and sets each group's
@@ -40,7 +70,13 @@ func (a *Applier) prefetchRows(ctx context.Context, chunk []*rowGroup) {
 	for i, g := range chunk {
 		keys[i] = keyType.bind(g.key[0])
 	}
-	iter := a.session.Query(a.prefetchCQL, keys).WithContext(ctx).
+	args := []any{keys}
+	var tile []any // a windowed view's chunk is of one tile
+	if a.view.windowed {
+		tile = chunk[0].key[1:]
+		args = append(args, tile[0])
+	}
+	iter := a.session.Query(a.prefetchCQL, args...).WithContext(ctx).
 		Consistency(a.settings.consistency()).Idempotent(true).Iter()
 	found := make(map[string]*rowState, len(chunk))
 	for {
@@ -55,7 +91,7 @@ func (a *Applier) prefetchRows(ctx context.Context, chunk []*rowGroup) {
 			return
 		}
 		// The same row key that binding an operation computes.
-		found[keyString([]any{keyType.fromScan(keyDest)})] = state
+		found[keyString(append([]any{keyType.fromScan(keyDest)}, tile...))] = state
 	}
 	if err := iter.Close(); err != nil {
 		return
