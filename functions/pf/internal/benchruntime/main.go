@@ -5,7 +5,9 @@
 //   - a plain pulsar-client-go consume→produce loop tuned for throughput
 //     (receiver queue 5000, 10 000 pending messages, no compression): the
 //     limit, run as a child process of this command, with the broker's
-//     timer slack, which the functions the worker starts inherit;
+//     timer slack, which the functions the worker starts inherit. Like
+//     every Foldline stage it carries its input's origin on each output:
+//     a ledger event's gains one property of the origin's size;
 //   - the same loop with the client's defaults and LZ4, the settings the
 //     runtime had before they became user config;
 //   - the identity example function (functions/examples/identity) deployed
@@ -881,6 +883,23 @@ func newClient(svc services.Services) (pulsar.Client, error) {
 	return pulsar.NewClient(opts)
 }
 
+// withOrigin is msg's properties with its origin added when it has none (a
+// ledger event): every Foldline stage writes its input's origin on its
+// outputs, and the loop carries one property of the same size, as one
+// string, so that the comparison is of the runtime's work and not of the
+// origin's cost.
+func withOrigin(msg pulsar.Message) map[string]string {
+	props := msg.Properties()
+	if _, err := envelope.OriginFromProperties(props); err == nil {
+		return props
+	}
+	id := msg.ID()
+	out := make(map[string]string, len(props)+1)
+	maps.Copy(out, props)
+	envelope.Origin{Topic: msg.Topic(), Position: envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}}.SetOn(out)
+	return out
+}
+
 // loopSettings are the plain loop's settings: tuned, as the runtime's
 // defaults (receiver queue 5000, 10 000 pending messages, no compression,
 // and its garbage collector: gcPercent 400 and a 160 MB soft limit, which
@@ -979,7 +998,7 @@ func plainLoop(args []string) error {
 		for cm := range consumer.Chan() {
 			msg := cm.Message
 			producer.SendAsync(context.Background(), &pulsar.ProducerMessage{
-				Payload: msg.Payload(), Key: msg.Key(), Properties: msg.Properties(), EventTime: msg.EventTime(),
+				Payload: msg.Payload(), Key: msg.Key(), Properties: withOrigin(msg), EventTime: msg.EventTime(),
 			}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 				if err == nil {
 					_ = consumer.Ack(msg)
