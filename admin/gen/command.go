@@ -12,9 +12,9 @@ import (
 // NewCommand returns `foldline gen`.
 func NewCommand() *cobra.Command {
 	var (
-		opts   Options
-		start  string
-		output string
+		opts       Options
+		start, end string
+		output     string
 	)
 	cmd := &cobra.Command{
 		Use:   "gen",
@@ -24,7 +24,7 @@ event per line, for the demo, the tests and the benchmarks. The same flags give
 byte-identical output. A few users and skus are heavy (Zipf), refunds name only
 earlier orders, event times drift slightly out of order, and --malformed sets the
 share of lines that the validate stage must reject.`,
-		Example: "  foldline gen --events 100000 --users 5000 --skus 500 --seed 7 -o events.jsonl",
+		Example: "  foldline gen --events 100000 --users 5000 --skus 500 --seed 7 -o events.jsonl\n  foldline gen --events 100000 --end now --interval 6s -o recent.jsonl",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if start != "" {
@@ -33,6 +33,17 @@ share of lines that the validate stage must reject.`,
 					return fmt.Errorf("reading --start: %w", err)
 				}
 				opts.Start = t
+			}
+			switch end {
+			case "":
+			case "now":
+				opts.End = time.Now().UTC().Truncate(time.Second)
+			default:
+				t, err := time.Parse(time.RFC3339Nano, end)
+				if err != nil {
+					return fmt.Errorf("reading --end: want RFC 3339 or now: %w", err)
+				}
+				opts.End = t
 			}
 			return runGen(cmd, opts, output)
 		},
@@ -44,6 +55,7 @@ share of lines that the validate stage must reject.`,
 	f.Uint64Var(&opts.Seed, "seed", 0, "picks the stream; the same seed gives the same bytes")
 	f.Float64Var(&opts.Malformed, "malformed", 0.01, "share of malformed lines, 0 to 1")
 	f.StringVar(&start, "start", DefaultStart.Format(time.RFC3339), "time of the first event, RFC 3339")
+	f.StringVar(&end, "end", "", "time of the last event instead of --start, RFC 3339 or now (windowed views keep only the last window)")
 	f.DurationVar(&opts.Interval, "interval", DefaultInterval, "mean time between events")
 	f.DurationVar(&opts.Jitter, "jitter", DefaultJitter, "events' times move by up to ± this much")
 	f.StringVarP(&output, "output", "o", "-", "file to write, - for standard output")

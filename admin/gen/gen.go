@@ -37,6 +37,11 @@ type Options struct {
 	Malformed float64
 	// Start is the time of the first event (default 2026-11-01T00:00:00Z).
 	Start time.Time
+	// End, when set, is the time of the last event instead: Start is then
+	// End less the events' intervals. Windowed views keep the recent past
+	// only (tiles expire a window after their start), so a stream to see in
+	// them ends near now.
+	End time.Time
 	// Interval is the mean time between two events (default 100ms).
 	Interval time.Duration
 	// Jitter moves each event time by up to ± this much, which puts events
@@ -62,11 +67,14 @@ func (o Options) withDefaults() Options {
 	if o.SKUs == 0 {
 		o.SKUs = 100
 	}
-	if o.Start.IsZero() {
-		o.Start = DefaultStart
-	}
 	if o.Interval == 0 {
 		o.Interval = DefaultInterval
+	}
+	if !o.End.IsZero() {
+		o.Start = o.End.Add(-time.Duration(o.Events-1) * o.Interval)
+	}
+	if o.Start.IsZero() {
+		o.Start = DefaultStart
 	}
 	if o.Jitter == 0 {
 		o.Jitter = DefaultJitter

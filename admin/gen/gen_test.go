@@ -201,3 +201,21 @@ func BenchmarkGenerate(b *testing.B) {
 	}
 	b.ReportMetric(float64(o.Events*b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+func TestEndPlacesTheLastEvent(t *testing.T) {
+	end := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	var buf bytes.Buffer
+	if _, err := gen.Generate(&buf, gen.Options{Events: 500, Seed: 3, End: end, Interval: time.Minute, Jitter: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n"))
+	var last struct {
+		Time time.Time `json:"time"`
+	}
+	if err := json.Unmarshal(lines[len(lines)-1], &last); err != nil {
+		t.Fatal(err)
+	}
+	if d := last.Time.Sub(end); d < -5*time.Second || d > 5*time.Second {
+		t.Fatalf("the last event is at %s, want %s", last.Time, end)
+	}
+}
