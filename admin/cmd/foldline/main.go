@@ -5,6 +5,11 @@
 // Exit codes: see exitcode.Help (admin/internal/exitcode), shown by
 // foldline --help. Cobra's own usage errors (an unknown command, wrong
 // arguments) give 1: it does not type them.
+//
+// docs/cli.md, the command reference, is generated from the tree built
+// here; TestCLIReferenceIsCurrent fails when it is stale.
+//
+//go:generate go run . docs cli --out ../../../docs/cli.md
 package main
 
 import (
@@ -20,6 +25,7 @@ import (
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/gen"
 	"github.com/foldline/foldline/admin/ingest"
+	"github.com/foldline/foldline/admin/internal/clidoc"
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/ledger"
 	"github.com/foldline/foldline/admin/lint"
@@ -94,6 +100,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(verify.NewCommand())
 	root.AddCommand(trainingset.NewCommand())
 	root.AddCommand(version.NewCommand())
+	root.AddCommand(clidoc.NewCommand())
 	return root
 }
 
