@@ -187,8 +187,8 @@ stop_pid() {
 # for a few microseconds at a time, and each wake-up costs CPU: Cassandra's
 # request workers wait that way while requests trickle in, and a function
 # instance's threads between messages. With 1 ms of slack such waits end
-# together and less often. Measured on the 2-core machine (README,
-# Benchmarks): at a fixed 5000 events/s through the shop pipeline, the
+# together and less often. Measured on the 2-core machine
+# (docs/design/decisions.md, Timer slack): at a fixed 5000 events/s through the shop pipeline, the
 # function instances (which inherit the broker's slack) used a quarter less
 # CPU and the machine an eighth less, for about 5 ms more latency at the
 # median; with one request every 2 ms, Cassandra used 0.20 of a core

@@ -45,8 +45,9 @@ func userConfigProblems(src Source, field string, err error) Problems {
 // ramPerLimit is how much more memory than the runtime's soft memory limit
 // a function's resources.ram must give: the soft limit bounds the heap,
 // not the stacks, the client's buffers and what the collector has yet to
-// return, and a pod over its limit is killed (README, Kubernetes runtime:
-// keep memoryLimitMB at least 30 % under the pod's limit).
+// return, and a pod over its limit is killed (docs/operations.md, Pulsar's
+// Kubernetes runtime: keep memoryLimitMB at least 30 % under the pod's
+// limit).
 const ramPerLimit = 1.3
 
 // checkMemory checks a function's resources.ram, when given, against the

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/foldline/foldline/internal/targetversion"
 )
 
 // protoFile is what the wire format depends on in a .proto file.
@@ -102,11 +104,11 @@ func pulsarProtoJar(t *testing.T) string {
 	home := os.Getenv("FOLDLINE_PULSAR_HOME")
 	if home == "" {
 		userHome, _ := os.UserHomeDir()
-		home = filepath.Join(userHome, ".cache", "foldline", "apache-pulsar-4.0.8")
+		home = filepath.Join(userHome, ".cache", "foldline", "apache-pulsar-"+targetversion.Pulsar)
 	}
-	jar := filepath.Join(home, "lib", "org.apache.pulsar-pulsar-functions-proto-4.0.8.jar")
+	jar := filepath.Join(home, "lib", "org.apache.pulsar-pulsar-functions-proto-"+targetversion.Pulsar+".jar")
 	if _, err := os.Stat(jar); err != nil {
-		msg := "Pulsar 4.0.8 distribution not found (" + err.Error() + "); fetch it with scripts/stack up"
+		msg := "Pulsar " + targetversion.Pulsar + " distribution not found (" + err.Error() + "); fetch it with scripts/stack up"
 		if os.Getenv("CI") != "" {
 			t.Fatal(msg)
 		}

@@ -5,6 +5,11 @@
 // Exit codes: see exitcode.Help (admin/internal/exitcode), shown by
 // foldline --help. Cobra's own usage errors (an unknown command, wrong
 // arguments) give 1: it does not type them.
+//
+// docs/cli.md, the command reference, is generated from the tree built
+// here; TestCLIReferenceIsCurrent fails when it is stale.
+//
+//go:generate go run . docs cli --out ../../../docs/cli.md
 package main
 
 import (
@@ -20,6 +25,7 @@ import (
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/gen"
 	"github.com/foldline/foldline/admin/ingest"
+	"github.com/foldline/foldline/admin/internal/clidoc"
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/ledger"
 	"github.com/foldline/foldline/admin/lint"
@@ -27,6 +33,7 @@ import (
 	"github.com/foldline/foldline/admin/trainingset"
 	"github.com/foldline/foldline/admin/ui"
 	"github.com/foldline/foldline/admin/verify"
+	"github.com/foldline/foldline/admin/version"
 	"github.com/foldline/foldline/admin/views"
 	"github.com/foldline/foldline/internal/services"
 )
@@ -44,7 +51,13 @@ func newRoot() *cobra.Command {
 		Long:          "Turn a Pulsar ledger of domain events into views in Cassandra.\n\n" + exitcode.Help,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what foldline version prints; cobra handles
+		// the flag when Version is set.
+		Version: version.Text(version.Current()),
 	}
+	root.SetVersionTemplate("{{.Version}}")
+	// Declared here, without cobra's -v shorthand: plan's -v is --verbose.
+	root.Flags().Bool("version", false, "print foldline's version (as foldline version does)")
 	// Connection settings: each flag sets its environment variable, which
 	// services.Load reads, so that a flag wins over the environment and the
 	// config file's context, and reaches every command the same way.
@@ -86,6 +99,8 @@ func newRoot() *cobra.Command {
 	root.AddCommand(ui.NewCommand())
 	root.AddCommand(verify.NewCommand())
 	root.AddCommand(trainingset.NewCommand())
+	root.AddCommand(version.NewCommand())
+	root.AddCommand(clidoc.NewCommand())
 	return root
 }
 

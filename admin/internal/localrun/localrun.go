@@ -138,8 +138,7 @@ const ChainEnv = "FOLDLINE_LOCAL_CHAIN"
 // million ledger events of the shop's user_activity path (5 December,
 // CPU profiles), the chain took 5.9 s of CPU where validate and
 // user-activity took 6.6 s as two processes, and this process 6.1 s
-// instead of 7.0; the backfill took as long either way (README,
-// Benchmarks).
+// instead of 7.0; the backfill took as long either way (docs/benchmarks.md).
 func startChain(ctx context.Context, functions []*manifest.Stage, sinkInput string, builder *gobuild.Builder, epochs map[string]string) *stage {
 	if !isChain(functions, sinkInput) {
 		return nil

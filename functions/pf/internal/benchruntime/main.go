@@ -60,6 +60,7 @@ import (
 	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/internal/proc"
 	"github.com/foldline/foldline/internal/services"
+	"github.com/foldline/foldline/internal/targetversion"
 )
 
 type options struct {
@@ -113,7 +114,7 @@ func main() {
 	flag.StringVar(&o.payload, "payload", "json", `payloads: "json", shop-like JSON events that differ from each other as a ledger's do; "x", the letter x repeated (compresses to nothing)`)
 	flag.StringVar(&o.serviceURL, "pulsar-url", envOr("FOLDLINE_PULSAR_URL", "pulsar://127.0.0.1:6650"), "broker URL")
 	flag.StringVar(&o.adminURL, "admin-url", envOr("FOLDLINE_PULSAR_ADMIN_URL", "http://127.0.0.1:8080"), "admin URL")
-	flag.StringVar(&o.pulsarHome, "pulsar-home", envOr("FOLDLINE_PULSAR_HOME", filepath.Join(home, ".cache", "foldline", "apache-pulsar-4.0.8")), "Pulsar distribution")
+	flag.StringVar(&o.pulsarHome, "pulsar-home", envOr("FOLDLINE_PULSAR_HOME", filepath.Join(home, ".cache", "foldline", "apache-pulsar-"+targetversion.Pulsar)), "Pulsar distribution")
 	flag.StringVar(&o.repoRoot, "repo", ".", "checkout root")
 	flag.BoolVar(&o.failover, "failover", true, "failover subscriptions (--retain-ordering); false: shared")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of all contenders; the table shows each one's median")
