@@ -2,6 +2,7 @@ package pf
 
 import (
 	"archive/zip"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/foldline/foldline/internal/testenv"
 )
 
 // protoFile is what the wire format depends on in a .proto file.
@@ -106,11 +109,7 @@ func pulsarProtoJar(t *testing.T) string {
 	}
 	jar := filepath.Join(home, "lib", "org.apache.pulsar-pulsar-functions-proto-4.0.8.jar")
 	if _, err := os.Stat(jar); err != nil {
-		msg := "Pulsar 4.0.8 distribution not found (" + err.Error() + "); fetch it with scripts/stack up"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testenv.Require(t, fmt.Errorf("Pulsar 4.0.8 distribution not found (%w); fetch it with scripts/stack up", err))
 	}
 	return jar
 }
