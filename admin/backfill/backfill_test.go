@@ -2,7 +2,6 @@ package backfill
 
 import (
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -102,7 +101,7 @@ func TestNextVersion(t *testing.T) {
 // An unknown view is refused before anything is contacted, with the views
 // there are and the not-found exit code.
 func TestUnknownViewIsRefused(t *testing.T) {
-	opts := Options{Options: deploy.Options{Command: target.Command{Dir: filepath.Join(testenv.RepoRoot(), "manifests")}}, View: "nope"}
+	opts := Options{Options: deploy.Options{Command: target.Command{Dir: testenv.ShopManifestsDir()}}, View: "nope"}
 	for name, run := range map[string]func() error{
 		"start": func() error { _, err := Start(t.Context(), opts); return err },
 		"watch": func() error { _, err := Run(t.Context(), opts, true); return err },

@@ -42,11 +42,10 @@ const (
 // EngineAuto (the default) is EngineFused for a ledger of at least
 // fusedFromEntries entries and EngineDeployed below: the fused run's
 // fixed costs (a process per function, then deploying the copy anyway)
-// pay off only on a ledger long enough. Measured here (docs/design/decisions.md,
-// The fused engine), on 3 December once stages passed their outputs on still
-// encoded: at 1 000 000 events (2000 entries) fused took 20.6 s start to
-// switch against 40.5 s deployed; at 100 000 events (200 entries) 6.0 s
-// against 8.4 s.
+// pay off only on a ledger long enough. On the shop (scripts/bench;
+// docs/benchmarks.md) fused takes half the deployed engine's time from
+// start to switch at 1 000 000 events (2000 entries), and still less at
+// 100 000 (200 entries).
 const EngineAuto = "auto"
 
 // fusedFromEntries is where EngineAuto starts to fuse: the shortest

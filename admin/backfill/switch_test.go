@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -59,7 +58,7 @@ func switchEnv(t *testing.T) (*env, Options) {
 	tenant := fmt.Sprintf("flsw-%d", rand.Uint64()%1_000_000_000)
 	opts := Options{
 		Options: deploy.Options{Command: target.Command{
-			Dir: filepath.Join(testenv.RepoRoot(), "manifests"), Target: target.Flags{Tenant: tenant},
+			Dir: testenv.ShopManifestsDir(), Target: target.Flags{Tenant: tenant},
 			Services: svc, Out: testenv.LogWriter{T: t}, ErrOut: testenv.LogWriter{T: t},
 		}},
 		View: "user_activity", Poll: 100 * time.Millisecond, Timeout: 20 * time.Second,

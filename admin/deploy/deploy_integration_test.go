@@ -39,7 +39,7 @@ func TestDeployShopPipeline(t *testing.T) {
 	log := testenv.LogWriter{T: t}
 	opts := deploy.Options{
 		Command: target.Command{
-			Dir:      filepath.Join(testenv.RepoRoot(), "manifests"),
+			Dir:      testenv.ShopManifestsDir(),
 			Target:   target.Flags{Tenant: tenant},
 			Services: svc,
 			Out:      log, ErrOut: log,

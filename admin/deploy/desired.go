@@ -80,11 +80,11 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 // DeployedCompression is the compression (pf.UserConfigCompression) of the
 // outputs of every function Foldline deploys whose config chooses none,
 // in its user config or as its producer config's compressionType. The
-// runtime's own default is none (issue 15's tuned loop); here, LZ4 halved
-// the broker's CPU in a backfill of 1 000 000 shop events (14.8 s to 6.7
-// s) and left the stages' own where it was: every topic between stages is
-// stored and read again, JSON compresses, and a stage's batches are large
-// when it has a backlog. Every Pulsar client reads LZ4.
+// runtime's own default is none (issue 15's tuned loop); here, LZ4 halves
+// the broker's CPU in a backfill of the shop and leaves the stages' own
+// where it was: every topic between stages is stored and read again, JSON
+// compresses, and a stage's batches are large when it has a backlog. Every
+// Pulsar client reads LZ4.
 const DeployedCompression = "lz4"
 
 // compressOutputs sets DeployedCompression on conf unless it chooses a

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +33,7 @@ func dataTenant(t *testing.T, clients *pulsarx.Clients, session *gocql.Session) 
 	ctx := t.Context()
 	tenant = fmt.Sprintf("fltest-destroy-%d", rand.Uint64()%1_000_000)
 	flags := target.Flags{Tenant: tenant}
-	set, err := flags.Load(filepath.Join(testenv.RepoRoot(), "manifests"))
+	set, err := flags.Load(testenv.ShopManifestsDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +82,7 @@ func TestDestroyAsksBeforeRemovingData(t *testing.T) {
 	}
 	t.Cleanup(session.Close)
 	tenant, keyspace := dataTenant(t, clients, session)
-	dir := filepath.Join(testenv.RepoRoot(), "manifests")
+	dir := testenv.ShopManifestsDir()
 	t.Cleanup(func() {
 		opts := deploy.DestroyOptions{Options: deploy.Options{Command: target.Command{Dir: dir, Target: target.Flags{Tenant: tenant}, Services: svc}}, Purge: true, Yes: true}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -20,10 +20,10 @@ const FailoverDelaySetting = "activeConsumerFailoverDelayTimeMillis"
 // would give it the old one's unacknowledged messages again. The old
 // consumer, still running, finishes those, and their outputs land after
 // the new consumer's outputs of later ones: an operation behind a later
-// one of its ledger partition, which the sink skips as applied. Seen in CI
-// on 5 December (the shop scaled out to 4 partitions lost orders). With
-// the setting at 0 the broker rewinds at once: the new consumer gets those
-// messages again, duplicates the sink recognises, never a reordering.
+// one of its ledger partition, which the sink skips as applied (the shop
+// scaled out to 4 partitions lost orders that way). With the setting at 0
+// the broker rewinds at once: the new consumer gets those messages again,
+// duplicates the sink recognises, never a reordering.
 var ErrFailoverDelay = errors.New("the broker delays failover handovers, which can reorder a scaled-out function's outputs")
 
 // checkFailoverHandover returns ErrFailoverDelay when functions run

@@ -25,7 +25,7 @@ func TestDeployAppliesOffloadPolicies(t *testing.T) {
 	svc := testenv.All(t)
 	tenant := fmt.Sprintf("fltest-offload-%d", time.Now().UnixNano()%1_000_000)
 	dir := t.TempDir()
-	shop, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "manifests", "tenant.yaml"))
+	shop, err := os.ReadFile(filepath.Join(testenv.ShopManifestsDir(), "tenant.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestDeployAppliesOffloadPolicies(t *testing.T) {
 		withTime := strings.Replace(string(shop), "      thresholdBytes: 1073741824\n",
 			fmt.Sprintf("      thresholdBytes: 1073741824\n      thresholdSeconds: %d\n      deletionLagMs: 60000\n", seconds), 1)
 		if withTime == string(shop) {
-			t.Fatal("manifests/tenant.yaml no longer has the offload block this test extends")
+			t.Fatal("the shop manifests' tenant.yaml no longer has the offload block this test extends")
 		}
 		if err := os.WriteFile(filepath.Join(dir, "tenant.yaml"), []byte(withTime), 0o644); err != nil {
 			t.Fatal(err)

@@ -66,7 +66,7 @@ func TestDeployAndDestroyRefuseAnotherTenantsKeyspace(t *testing.T) {
 
 	opts := deploy.Options{
 		Command: target.Command{
-			Dir:      filepath.Join(testenv.RepoRoot(), "manifests"),
+			Dir:      testenv.ShopManifestsDir(),
 			Target:   target.Flags{Tenant: tenant},
 			Services: svc,
 			Out:      testenv.LogWriter{T: t}, ErrOut: testenv.LogWriter{T: t},

@@ -149,7 +149,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 // prebuildChain builds, before the clock, the binary the fused engine runs
 // the path's transformations with, as the shop's deploy built the binaries
 // both engines deploy: the first fused backfill after a change to the code
-// links it (about 1 s of the run on 5 December), later ones find it built.
+// links it (about a second), later ones find it built.
 func prebuildChain(b *testing.B, opts backfill.Options) {
 	b.Helper()
 	set, err := manifest.Load(opts.Dir)
@@ -187,9 +187,9 @@ const backfillAim = "<= 8x"
 // readBest reads topic from its first message until n messages have come,
 // readRounds times, and returns the shortest time and the CPU that pids
 // used in that read: the limit the benchmarks divide by is the best read
-// the machine gave in the run, not one read that may have been slow (one
-// read of the same ledger took 1.34–1.93 s on 5 December). It prints every
-// read's time.
+// the machine gave in the run, not one read that may have been slow (reads
+// of the same ledger on the shared machine differ by up to half). It prints
+// every read's time.
 func readBest(b *testing.B, svc testenv.Services, topic string, n int, pids map[string]int) (time.Duration, map[string]time.Duration) {
 	b.Helper()
 	client, err := pulsar.NewClient(svc.PulsarClientOptions())

@@ -28,11 +28,11 @@ func (s *shop) backfillOptions(view, dir string) backfill.Options {
 	return opts
 }
 
-// manifestsWithout copies manifests/ into a temporary directory without the
-// product_sales view and the two functions only it needs.
+// manifestsWithout copies the shop manifests (testenv.ShopManifestsDir) into
+// a temporary directory without the product_sales view and the two functions only it needs.
 func manifestsWithout(t *testing.T) string {
 	t.Helper()
-	src := filepath.Join(testenv.RepoRoot(), "manifests")
+	src := testenv.ShopManifestsDir()
 	dst := t.TempDir()
 	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -86,7 +86,7 @@ func TestBackfillNewView(t *testing.T) {
 	events := generate(t, 8000, 21)
 	s.ingest(t, events[:6000])
 
-	full := filepath.Join(testenv.RepoRoot(), "manifests")
+	full := testenv.ShopManifestsDir()
 	opts := s.backfillOptions("product_sales", full)
 	rec, err := backfill.Start(t.Context(), opts)
 	if err != nil {
@@ -239,15 +239,11 @@ func TestBackfillIdenticalReplay(t *testing.T) {
 	}
 }
 
-// manifestsWithBinary copies manifests/ into a temporary directory with
-// function file's binary replaced by binary.
+// manifestsWithBinary copies the shop manifests into a temporary directory
+// with function file's binary replaced by binary.
 func manifestsWithBinary(t *testing.T, function, binary string) string {
 	t.Helper()
-	src := filepath.Join(testenv.RepoRoot(), "manifests")
-	dst := t.TempDir()
-	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
-		t.Fatalf("copying the manifests: %v", err)
-	}
+	dst := testenv.ShopManifests(t)
 	pipeline := filepath.Join(dst, "pipeline.yaml")
 	data, err := os.ReadFile(pipeline)
 	if err != nil {

@@ -1,5 +1,6 @@
-// Package e2e holds the end-to-end tests of Foldline: the shop manifests
-// deployed into a tenant of their own on the real Pulsar and Cassandra, a
+// Package e2e holds the end-to-end tests of Foldline: the shop manifests (the
+// frozen copy in internal/testenv/testdata, so that a view added to
+// manifests/ changes no expectation here) deployed into a tenant of their own on the real Pulsar and Cassandra, a
 // generated stream ingested into the ledger, and every view compared with an
 // independent fold of the same events (internal/shopfold) — in quiet
 // conditions and under faults (sink instances killed, operations delivered

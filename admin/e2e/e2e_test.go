@@ -40,13 +40,16 @@ type shop struct {
 	ledger [][]byte
 }
 
+// deployShop deploys the frozen copy of the shop manifests
+// (testenv.ShopManifestsDir), whose views are the ones internal/shopfold
+// folds, into a tenant of its own.
 func deployShop(t testing.TB, name string) *shop {
 	t.Helper()
-	return deployShopFrom(t, name, filepath.Join(testenv.RepoRoot(), "manifests"))
+	return deployShopFrom(t, name, testenv.ShopManifestsDir())
 }
 
-// deployShopFrom deploys the manifests in dir (a test's edited copy of
-// manifests/) into a tenant of their own.
+// deployShopFrom deploys the manifests in dir (a test's edited copy of the
+// shop manifests) into a tenant of their own.
 func deployShopFrom(t testing.TB, name, dir string) *shop {
 	t.Helper()
 	svc := testenv.All(t)

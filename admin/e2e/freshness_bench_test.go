@@ -160,9 +160,9 @@ func BenchmarkFreshness(b *testing.B) {
 // have been under settleBusy busy for settleFor (at most settleAtMost): the
 // burst leaves work behind it (Cassandra flushing and compacting what it
 // wrote, the broker trimming, collectors), and a paced run started on top of
-// it measured that aftermath, not the pipeline at half of saturation (a
-// run on 2 December had its 15–25 s windows at 1.5 s p50, every later
-// window under 70 ms).
+// it measures that aftermath, not the pipeline at half of saturation: its
+// first windows show a p50 of seconds where the later ones show tens of
+// milliseconds.
 const (
 	settleBusy   = 0.5
 	settleFor    = 5 * time.Second

@@ -121,7 +121,7 @@ func TestTenantIsolation(t *testing.T) {
 		}
 	})
 
-	// B's pipeline topics, as manifests/pipeline.yaml and manifests/views
+	// B's pipeline topics, as the shop's pipeline.yaml and views/
 	// name them under B: a producer on one of them poisons B's views
 	// without touching B's ledger.
 	validB := "persistent://" + b.tenant + "/pipeline/valid"

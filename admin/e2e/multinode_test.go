@@ -65,10 +65,7 @@ func useCassandraCluster(t *testing.T) {
 // with no operation skipped or applied twice.
 func TestMultiNodeViewsSurviveANodeRestart(t *testing.T) {
 	useCassandraCluster(t)
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join(testenv.RepoRoot(), "manifests"))); err != nil {
-		t.Fatalf("copying the manifests: %v", err)
-	}
+	dir := testenv.ShopManifests(t)
 	// Deploy gives the sinks the tenant's replication to check the
 	// keyspace with.
 	editFile(t, filepath.Join(dir, "tenant.yaml"), `replication_factor: "1"`, `replication_factor: "2"`)

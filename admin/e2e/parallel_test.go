@@ -19,10 +19,7 @@ import (
 // were applied out of order (the sink skips an operation whose origin is not
 // past the row's last applied one).
 func TestSinkWithTwoInstancesKeepsRowOrder(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join(testenv.RepoRoot(), "manifests"))); err != nil {
-		t.Fatalf("copying the manifests: %v", err)
-	}
+	dir := testenv.ShopManifests(t)
 	editFile(t, filepath.Join(dir, "views/user_activity.yaml"), "  parallelism: 1\n  userConfig:",
 		"  parallelism: 2\n  userConfig:\n    subscriptionType: key_shared\n    row_cache: 0")
 	editFile(t, filepath.Join(dir, "functions/user-activity.yaml"), "parallelism: 1", "parallelism: 1\nproducerConfig:\n  batchBuilder: KEY_BASED")

@@ -89,7 +89,7 @@ func newTestLedger(t testing.TB, name string, events, segments int, deletionLag 
 	tl.topic, _ = utils.GetTopicName(ingest.DefaultTopic(tl.tenant))
 	tl.opts = ledger.Options{
 		Command: target.Command{
-			Dir:      filepath.Join(testenv.RepoRoot(), "manifests"),
+			Dir:      testenv.ShopManifestsDir(),
 			Target:   target.Flags{Tenant: tl.tenant},
 			Services: svc,
 		},

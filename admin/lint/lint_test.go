@@ -24,7 +24,9 @@ func TestRun(t *testing.T) {
 		wantLines [][2]string
 	}{
 		{
-			name:      "shop manifests without building",
+			// manifests/ as shipped, not the tests' frozen copy: whatever
+			// views it declares must lint clean, and nothing here counts them.
+			name:      "the shipped manifests/ without building",
 			dir:       filepath.Join(testenv.RepoRoot(), "manifests"),
 			skipBuild: true,
 		},

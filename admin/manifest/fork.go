@@ -117,22 +117,19 @@ func ForkPath(path []*Stage, version int) []*Stage {
 
 // backfillFunction is what a backfill's copy of a function reads and
 // sends with, unless its config says otherwise. A catch-up reads old
-// entries as fast as it can, so its consumers ask the broker for more
-// often, in small steps, at the runtime's receiver queue (5000 messages,
-// ten of ingest's entries); it sends as fast as it reads, so its batches
-// fill up (the runtime's defaults are 1000 messages, 1 MiB), bigger ones
-// cost the broker less per message, and the sends in flight grow with
-// them. Measured on the shop's user_activity backfill of 1 000 000 events
-// (4 December, single runs): with the runtime's queues the deployed path
-// took 22.9 and 24.2 s, the broker 9.2 and 13.0 s of CPU, everything
-// 39.1 and 41.6 s; with a receiver queue of 20 000, 22.2 s and 7.9 s
-// (twice), the stages' larger heaps costing them more; with 10 000,
-// 20.7 s, 7.2 s and 35.0 s. Those queues hold tens of megabytes, so the
-// copy's memory limit (the point past which its collector runs more
-// often, see pf.RuntimeSettings) is 400 MB instead of the runtime's 160:
-// 18.7 s and 31.3 s of CPU, the stages 1-2 µs less per event; 800 MB did
-// no better (19.9 s, 32.4 s). The time a batch may wait stays the
-// runtime's, since the copy serves live traffic once it has caught up.
+// entries as fast as it can, so at the runtime's receiver queue (5000
+// messages, ten of ingest's entries) its consumers ask the broker for more
+// often, in small steps; 10 000 costs the broker less CPU per message and
+// shortens the shop's backfill (scripts/bench), while 20 000 gains the
+// broker nothing more and costs the stages larger heaps. It sends as fast
+// as it reads, so its batches fill up (the runtime's defaults are 1000
+// messages, 1 MiB), bigger ones cost the broker less per message, and the
+// sends in flight grow with them. Those queues hold tens of megabytes, so
+// the copy's memory limit (the point past which its collector runs more
+// often, see pf.RuntimeSettings) is 400 MB instead of the runtime's 160,
+// which spares the stages collections (1-2 µs of CPU per event); more
+// gains nothing. The time a batch may wait stays the runtime's, since the
+// copy serves live traffic once it has caught up.
 var backfillFunction = map[string]any{
 	pf.UserConfigReceiverQueueSize:   10_000,
 	pf.UserConfigMaxPendingMessages:  20_000,

@@ -2,7 +2,6 @@ package manifest_test
 
 import (
 	"maps"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -15,7 +14,7 @@ import (
 // shopGraph is the DAG of the repository's shop manifests.
 func shopGraph(t *testing.T) *manifest.Graph {
 	t.Helper()
-	set, err := manifest.Load(filepath.Join(testenv.RepoRoot(), "manifests"))
+	set, err := manifest.Load(testenv.ShopManifestsDir())
 	if err != nil {
 		t.Fatal(err)
 	}

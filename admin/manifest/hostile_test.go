@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/testenv"
 )
 
 // aliasBomb is a view whose sink user config nests aliases levels deep,
@@ -102,7 +103,7 @@ func TestLoadRefusesHostileFiles(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := copyShopManifests(t)
+			dir := testenv.ShopManifests(t)
 			path := filepath.Join(dir, tc.file)
 			tc.setUp(t, path)
 			start := time.Now()

@@ -223,7 +223,7 @@ func TestProblemString(t *testing.T) {
 }
 
 func TestRetargetMovesEveryTopicToTheNewTenant(t *testing.T) {
-	set, err := manifest.Load(copyShopManifests(t))
+	set, err := manifest.Load(testenv.ShopManifests(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestRetargetMovesEveryTopicToTheNewTenant(t *testing.T) {
 }
 
 func TestGraphOrdersUpstreamFirst(t *testing.T) {
-	set, err := manifest.Load(copyShopManifests(t))
+	set, err := manifest.Load(testenv.ShopManifests(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,16 +272,6 @@ func TestGraphOrdersUpstreamFirst(t *testing.T) {
 			}
 		}
 	}
-}
-
-func copyShopManifests(t *testing.T) string {
-	t.Helper()
-	src := filepath.Join(testenv.RepoRoot(), "manifests")
-	dst := filepath.Join(t.TempDir(), "manifests")
-	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
-		t.Fatalf("copying %s: %v", src, err)
-	}
-	return dst
 }
 
 func applyEdit(t *testing.T, dir string, e edit) {

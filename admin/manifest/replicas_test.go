@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/testenv"
 )
 
 // TestLoadRefusesConsistencyThatCannotBeExact: the sink reads a row before
@@ -80,7 +81,7 @@ func TestLoadTakesOverlappingConsistency(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := copyShopManifests(t)
+			dir := testenv.ShopManifests(t)
 			applyEdit(t, dir, edit{"tenant.yaml", `replication_factor: "1"`, `replication_factor: "` + tc.rf + `"`})
 			for view, level := range map[string]string{"views/user_activity.yaml": tc.ua, "views/product_sales.yaml": tc.ps} {
 				applyEdit(t, dir, edit{view, "    consistency: LOCAL_QUORUM",

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/testenv"
 )
 
 func TestKeyspaceForIsOneToOne(t *testing.T) {
@@ -191,7 +192,7 @@ func TestLoadRunsTheSinksSettingsParser(t *testing.T) {
 // TestRetargetLeavesNoTopicInTheOldTenant: --tenant renames every field
 // that names a topic, and the moved set is checked again.
 func TestRetargetLeavesNoTopicInTheOldTenant(t *testing.T) {
-	dir := copyShopManifests(t)
+	dir := testenv.ShopManifests(t)
 	applyEdit(t, dir, edit{"functions/user-activity.yaml", "subName:",
 		"logTopic: persistent://shop/pipeline/user-activity-log\ncustomSchemaInputs:\n  persistent://shop/pipeline/valid: STRING\n" +
 			"customSerdeInputs:\n  persistent://shop/pipeline/valid: x\nsubName:"})
@@ -225,7 +226,7 @@ func TestRetargetLeavesNoTopicInTheOldTenant(t *testing.T) {
 // exactly want: with none, that the manifests load.
 func wantExactly(t *testing.T, edits []edit, want []wantProblem) {
 	t.Helper()
-	dir := copyShopManifests(t)
+	dir := testenv.ShopManifests(t)
 	for _, e := range edits {
 		if e.new == "" {
 			e.new = "# " + e.old

@@ -3,7 +3,6 @@ package status_test
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 )
 
 func TestGetErrors(t *testing.T) {
-	manifests := filepath.Join(testenv.RepoRoot(), "manifests")
+	manifests := testenv.ShopManifestsDir()
 	cases := []struct {
 		name     string
 		services func(t *testing.T) services.Services

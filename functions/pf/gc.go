@@ -61,20 +61,18 @@ func ParseRuntimeSettings(uc map[string]any) (RuntimeSettings, error) {
 // function and of the shop's stages. The default here, 400, collects when
 // the heap has grown fivefold, and saved a sixth or more of the CPU per
 // message in scripts/bench-runtime. The soft memory limit (160 MB by
-// default) makes the collector run earlier once the heap nears it. It was
-// 48 MB while the consumers prefetched 1000 messages and the producers held
-// 1000; with the client settings' defaults (a receiver queue of 5000,
-// 10 000 pending sends, see ClientSettings) the live heap of the identity
-// function is about 35 MB on 100-byte messages, and under 48 MB it
-// collected all the time: 29 µs of CPU per message instead of 7–10. At 96
-// MB it still collected every 60 MB or so of allocation: 6.1–6.3 µs per
-// message over 1 000 000 messages, against 5.3–5.8 µs at 160 MB, where its
-// resident memory is about 170 MB (110 MB at 96, 280 MB without a limit;
-// a plain pulsar-client-go loop with the same client settings and Go's
-// default collector has 140–150 MB). A handler whose live heap nears the limit
-// would collect all the time: it wants a higher memoryLimitMB (the
-// Cassandra sink gets 512 from foldline deploy), or smaller client
-// settings; 0 sets no limit.
+// default) makes the collector run earlier once the heap nears it, so it
+// sits well above the live heap: with the client settings' defaults (a
+// receiver queue of 5000, 10 000 pending sends, see ClientSettings) the
+// identity function's live heap is about 35 MB on 100-byte messages, and a
+// limit of 48 MB makes it collect all the time (three times the CPU per
+// message or more), one of 96 MB still every 60 MB or so of allocation (a
+// tenth more CPU than at 160 MB). At 160 MB its resident memory is about
+// 170 MB (280 MB without a limit; a plain pulsar-client-go loop with the
+// same client settings and Go's default collector has 140–150 MB). A
+// handler whose live heap nears the limit would collect all the time: it
+// wants a higher memoryLimitMB (the Cassandra sink gets 512 from foldline
+// deploy), or smaller client settings; 0 sets no limit.
 //
 // GOMAXPROCS (maxProcs) is left to Go (one thread per core) by default,
 // 0. At 1 an instance spends 5–20 % less CPU on cores it shares with the

@@ -75,11 +75,11 @@ func originOf(msg pulsar.Message, epochs ledgerEpochs) (envelope.Origin, error) 
 
 // UserConfigOriginProperty chooses how outputs carry their origin: "pair"
 // (the default: envelope.PropOriginTopic and PropOriginPosition, the form
-// every reader understands, those built before 4 December 2026 included)
-// or "single" (envelope.PropOrigin: one property less for each stage
-// downstream to encode and decode, per message). Every reader since reads
-// both. A function may write "single" once every function that reads its
-// output runs a runtime of 4 December 2026 or later: an older reader takes
+// every reader understands, runtimes older than "single" included) or
+// "single" (envelope.PropOrigin: one property less for each stage
+// downstream to encode and decode, per message). A runtime that knows
+// "single" reads both. A function may write "single" once every function
+// that reads its output runs such a runtime: an older reader takes
 // a message without the pair for a ledger event, its own position for
 // the origin, and a redelivery across the upgrade would then apply twice.
 // foldline deploy sets the key on every function it deploys, "single"
@@ -167,8 +167,8 @@ func (f originForm) setOutput(pm *pulsar.ProducerMessage, in pulsar.Message, ori
 // With rewrite and a record that sets no properties, it rewrites the
 // input's map in place and returns it instead of a copy: the input's one
 // output of a ledger event, the common case, then costs no map and no copy
-// (0.3 µs of CPU per message in BenchmarkProcessSingle; under the worker
-// the identity function went from 6.1 to 5.3–5.5 µs). The caller must own
+// (0.3 µs of CPU per message in BenchmarkProcessSingle, about a tenth of
+// the identity function's CPU under the worker). The caller must own
 // the map: the input's, with nothing reading it afterwards but a dead
 // letter, which lays the same origin over it again (see
 // FunctionContext.GetCurrentRecord).

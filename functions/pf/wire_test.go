@@ -2,6 +2,7 @@ package pf
 
 import (
 	"archive/zip"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/foldline/foldline/internal/targetversion"
+	"github.com/foldline/foldline/internal/testenv"
 )
 
 // protoFile is what the wire format depends on in a .proto file.
@@ -108,11 +110,7 @@ func pulsarProtoJar(t *testing.T) string {
 	}
 	jar := filepath.Join(home, "lib", "org.apache.pulsar-pulsar-functions-proto-"+targetversion.Pulsar+".jar")
 	if _, err := os.Stat(jar); err != nil {
-		msg := "Pulsar " + targetversion.Pulsar + " distribution not found (" + err.Error() + "); fetch it with scripts/stack up"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testenv.Require(t, fmt.Errorf("Pulsar "+targetversion.Pulsar+" distribution not found (%w); fetch it with scripts/stack up", err))
 	}
 	return jar
 }

@@ -8,13 +8,25 @@ import (
 	"testing"
 )
 
-// ShopManifests copies the shop's manifests/ into a temporary folder and
-// returns the copy's path.
+// ShopManifestsDir returns the folder of the shop manifests that tests
+// load: a frozen copy of manifests/ in internal/testenv/testdata, not
+// manifests/ itself, so that a view or function added to the shipped shop
+// changes no test's expectations (the stages, views, names and counts the
+// tests assert). The shipped manifests/ are checked by foldline lint in
+// scripts/test and by the tests that say they load them. Tests read this
+// folder and never write into it; ShopManifests gives a copy to edit.
+func ShopManifestsDir() string {
+	return filepath.Join(RepoRoot(), "internal", "testenv", "testdata", "shop-manifests")
+}
+
+// ShopManifests copies the frozen shop manifests (ShopManifestsDir) into a
+// temporary folder and returns the copy's path, for a test that edits them.
 func ShopManifests(t testing.TB) string {
 	t.Helper()
+	src := ShopManifestsDir()
 	dst := filepath.Join(t.TempDir(), "manifests")
-	if err := os.CopyFS(dst, os.DirFS(filepath.Join(RepoRoot(), "manifests"))); err != nil {
-		t.Fatalf("copying the shop manifests: %v", err)
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatalf("copying the shop manifests %s: %v", src, err)
 	}
 	return dst
 }

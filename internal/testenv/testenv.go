@@ -1,7 +1,11 @@
 // Package testenv finds the real services that integration tests run against
 // (Pulsar standalone and Cassandra, started by scripts/stack). When a service
-// does not answer, a test skips with the command that starts it; under CI
-// (CI=true) a missing service fails the test instead, so nothing skips there.
+// does not answer, a test skips with a message that names the service and
+// the command that starts it; under CI (CI=true) a missing service fails the
+// test instead, so nothing skips there. Every test that needs the stack goes
+// through Pulsar, Cassandra or All (or Require, for what else it needs), so
+// that go test without a stack skips, never fails; scripts/unit runs go test
+// and lists the skipped tests by message at the end.
 package testenv
 
 import (
@@ -38,7 +42,7 @@ func Load(t testing.TB) Services {
 func Pulsar(t testing.TB) Services {
 	t.Helper()
 	s := Load(t)
-	require(t, s.CheckPulsar())
+	Require(t, s.CheckPulsar())
 	return s
 }
 
@@ -47,7 +51,7 @@ func Pulsar(t testing.TB) Services {
 func Cassandra(t testing.TB) Services {
 	t.Helper()
 	s := Load(t)
-	require(t, s.CheckCassandra())
+	Require(t, s.CheckCassandra())
 	return s
 }
 
@@ -58,7 +62,10 @@ func All(t testing.TB) Services {
 	return Cassandra(t)
 }
 
-func require(t testing.TB, err error) {
+// Require skips the test when err is not nil, or fails it under CI (where
+// nothing may skip). err says what is missing and which script provides
+// it: the skip message is all a run without the stack tells about the test.
+func Require(t testing.TB, err error) {
 	t.Helper()
 	if err == nil {
 		return
@@ -116,6 +123,6 @@ func Chromium(t testing.TB) string {
 			return p
 		}
 	}
-	require(t, fmt.Errorf("no Chromium on the PATH (or FOLDLINE_CHROMIUM): install it with %s", BrowserHint))
+	Require(t, fmt.Errorf("no Chromium on the PATH (or FOLDLINE_CHROMIUM): install it with %s", BrowserHint))
 	return ""
 }

@@ -39,10 +39,10 @@ type Settings struct {
 	// its first, when nothing more is at hand; at most Linger. Default 0:
 	// such a batch is written at once. A steady stream arrives a producer
 	// batch at a time, and a wait joins several into fewer, larger writes,
-	// at the price of latency. Measured in the freshness benchmark at 6000
-	// events/s (3 December 2026, alternating runs), 20ms took Cassandra
-	// from 49 to 46–47 % of a core but p99 from 181–206 to 254–301 ms, so
-	// the default stays eager; it suits a Cassandra short of CPU.
+	// at the price of latency: in the freshness benchmark at 6000 events/s,
+	// 20ms spares Cassandra a few percent of a core but adds two fifths to
+	// the p99, so the default stays eager; a wait suits a Cassandra short of
+	// CPU.
 	LiveLinger time.Duration
 	// Concurrency is the number of rows read and written at the same time.
 	// Default 32.
@@ -88,13 +88,12 @@ type Settings struct {
 	// live sink. "" (default): always live.
 	Registry string
 	// BuildingBatchSize and BuildingLinger are BatchSize and Linger while
-	// the table is building. Defaults 20000 and 1s: against 5000, Cassandra's
-	// CPU in the one-process floor of 1,000,000 shop events fell from 4.0 to
-	// 1.2–1.3 µs per event, the fused backfill from 21.6 to 17.8 s and the
-	// deployed one from 36.9 to 32.6 s (scripts/bench, 2 December 2026);
-	// 50000 took Cassandra to 0.6 µs but the floor hardly faster, and a
-	// batch that size holds most of the broker's 50000 unacknowledged
-	// messages per consumer.
+	// the table is building. Defaults 20000 and 1s: against 5000, they cut
+	// Cassandra's CPU per event in the one-process floor of a backfill of
+	// the shop to under a third, and the backfill's time by a sixth (fused)
+	// or an eighth (deployed) (scripts/bench); 50000 halves Cassandra's CPU
+	// again but hardly shortens the floor, and a batch that size holds most
+	// of the broker's 50000 unacknowledged messages per consumer.
 	BuildingBatchSize int
 	BuildingLinger    time.Duration
 	// TLS, when set, connects to Cassandra over TLS: the CA file ("" the

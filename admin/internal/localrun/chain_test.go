@@ -42,7 +42,7 @@ func shopEvents(t testing.TB, n int) []Message {
 // startShopPath starts the shop's user_activity path.
 func startShopPath(t testing.TB) *Pipeline {
 	t.Helper()
-	set, err := manifest.Load("../../../manifests")
+	set, err := manifest.Load(testenv.ShopManifestsDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,11 +134,10 @@ const ChainEnv = "FOLDLINE_LOCAL_CHAIN"
 // binary built for them (package chainmain), when each is a
 // transformation's one-line main; nil, after saying why on the builder's
 // progress, when they are not. In one process each transformation hands
-// its outputs to the next in memory, not through this process: over a
-// million ledger events of the shop's user_activity path (5 December,
-// CPU profiles), the chain took 5.9 s of CPU where validate and
-// user-activity took 6.6 s as two processes, and this process 6.1 s
-// instead of 7.0; the backfill took as long either way (docs/benchmarks.md).
+// its outputs to the next in memory, not through this process: on the
+// shop's user_activity path that spares the functions and this process
+// about a tenth of their CPU, though the backfill takes as long either way
+// (docs/benchmarks.md).
 func startChain(ctx context.Context, functions []*manifest.Stage, sinkInput string, builder *gobuild.Builder, epochs map[string]string) *stage {
 	if !isChain(functions, sinkInput) {
 		return nil
@@ -267,10 +266,9 @@ func startBinary(ctx context.Context, bin gobuild.Binary, functions []*manifest.
 // only when it needs it, rather than Go's default MADV_DONTNEED, after
 // which every page used again costs a page fault and the other cores'
 // TLBs a flush. A local function's heap is small and every batch
-// allocates it afresh: over 1 000 000 of the shop's events
-// (BenchmarkLocalPath, 5 December, three runs each) the path took 6.40-6.41
-// µs of CPU per event with it against 6.67-6.93 without; perf had put 6 % of
-// the chain's CPU in page faults and 4 % in TLB flushes. The cost is a
+// allocates it afresh: without MADV_FREE a profile of the chain shows 6 %
+// of its CPU in page faults and 4 % in TLB flushes, and with it
+// BenchmarkLocalPath spends 4-8 % less CPU per event. The cost is a
 // resident size that counts freed pages until the kernel takes them, in a
 // process that lives as long as one local run. GODEBUG set in the
 // environment wins.

@@ -2,7 +2,6 @@ package target
 
 import (
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"github.com/foldline/foldline/admin/internal/exitcode"
@@ -10,7 +9,7 @@ import (
 )
 
 func TestLoadRefusesAKeyspaceNotTheTenants(t *testing.T) {
-	dir := filepath.Join(testenv.RepoRoot(), "manifests")
+	dir := testenv.ShopManifestsDir()
 	cases := []struct {
 		name         string
 		flags        Flags

@@ -904,8 +904,7 @@ func withOrigin(msg pulsar.Message) map[string]string {
 // loopSettings are the plain loop's settings: tuned, as the runtime's
 // defaults (receiver queue 5000, 10 000 pending messages, no compression,
 // and its garbage collector: gcPercent 400 and a 160 MB soft limit, which
-// took the loop from 4.2–4.4 to 3.7 µs per message on ledger events and
-// from 6.0–6.3 to 5.1 on derived ones, single runs; GOMAXPROCS is Go's, as
+// spare the loop a sixth of its CPU per message; GOMAXPROCS is Go's, as
 // the runtime's maxProcs leaves it by default; its batches as the
 // runtime's: 1000 messages, 1 MiB), or the client's
 // and Go's defaults with LZ4 and a 10 ms batching delay, as the runtime had
