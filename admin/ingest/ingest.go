@@ -107,10 +107,10 @@ func (o *Options) applyDefaults() error {
 		o.Topic = DefaultTopic(o.Tenant)
 	}
 	if o.KeyField == "" {
-		o.KeyField = "user"
+		o.KeyField = DefaultKeyField
 	}
 	if o.TimeField == "" {
-		o.TimeField = "time"
+		o.TimeField = DefaultTimeField
 	}
 	if o.Stdin == nil {
 		o.Stdin = os.Stdin

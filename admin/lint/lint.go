@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -112,7 +113,17 @@ func Check(ctx context.Context, dir string, build bool, cacheDir string, progres
 		return nil, err
 	}
 	if build && set != nil {
-		problems = append(problems, buildAll(ctx, set, cacheDir, progress)...)
+		built := buildAll(ctx, set, cacheDir, progress)
+		problems = append(problems, built...)
+		if len(problems) == 0 {
+			builder := &gobuild.Builder{Dir: gobuild.ModuleDir(set.Dir, "."), CacheDir: cacheDir, Progress: progress,
+				Platform: gobuild.Platform{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
+			found, err := checkContracts(ctx, set, builder)
+			if err != nil {
+				return nil, err
+			}
+			problems = append(problems, found...)
+		}
 	}
 	return problems.Sorted(), nil
 }

@@ -107,6 +107,10 @@ type Pipeline struct {
 	// Topics declares partitions of pipeline topics; topics not listed
 	// are created non-partitioned.
 	Topics []Topic `yaml:"topics"`
+	// Sample is a file of ledger events (JSON lines, relative to this
+	// manifest) that lint runs each view's path over, to check what the
+	// code emits against the view manifests. Optional.
+	Sample string `yaml:"sample"`
 
 	Source `yaml:"-"`
 }
