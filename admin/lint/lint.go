@@ -45,7 +45,8 @@ func NewCommand() *cobra.Command {
 		Long: `Check a manifest directory (default manifests/) without touching any cluster:
 unknown fields and wrong types, topics read but written by nothing, cycles, views
 with two writers, view columns without a merge rule, function binaries that do not
-build. Every problem is printed as file:line: field: message; the exit code is 1
+build, and, when the pipeline names sample events, operations the code emits over them
+that a view lacks or contradicts (a column, a merge, the key, another view). Every problem is printed as file:line: field: message; the exit code is 1
 when there is any.`,
 		Example: "  foldline lint\n  foldline lint --skip-build -o json manifests/",
 		Args:    cobra.MaximumNArgs(1),
