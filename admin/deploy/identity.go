@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/foldline/foldline/admin/internal/tenantid"
+	"github.com/foldline/foldline/internal/plainfile"
 	"github.com/foldline/foldline/internal/services"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -222,8 +223,9 @@ const passwordChangeInterval = 5500 * time.Millisecond
 
 // writeCredentials writes the tenant's credentials, as FOLDLINE_*
 // environment settings the foldline command reads, to
-// tenants/TENANT.env beside the signing key (mode 0600), and returns the
-// file's path ("" when the tenant has no identity of its own).
+// tenants/TENANT.env beside the signing key (mode 0600, also when an
+// older file had another: the file is replaced, not rewritten), and
+// returns the file's path ("" when the tenant has no identity of its own).
 func (id identity) writeCredentials(tenant string) (string, error) {
 	if id.Role == "" {
 		return "", nil
@@ -241,7 +243,7 @@ func (id identity) writeCredentials(tenant string) (string, error) {
 	if id.CassandraUser != "" {
 		fmt.Fprintf(&b, "FOLDLINE_CASSANDRA_USER=%s\nFOLDLINE_CASSANDRA_PASSWORD=%s\n", id.CassandraUser, id.CassandraPassword)
 	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+	if err := plainfile.WriteAtomic(path, []byte(b.String()), 0o600); err != nil {
 		return "", fmt.Errorf("writing the credentials of tenant %s: %w", tenant, err)
 	}
 	return path, nil
