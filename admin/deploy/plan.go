@@ -571,7 +571,7 @@ func (pl *planner) planFunction(f desiredFunction) {
 	fns := pl.pulsar.Functions
 	create := func(ctx context.Context) error {
 		conf := f.Config
-		return fns.CreateFuncWithContext(ctx, &conf, f.Binary.Path)
+		return uploadPinned(f.Binary, func(path string) error { return fns.CreateFuncWithContext(ctx, &conf, path) })
 	}
 	summary := fmt.Sprintf("%s, binary %s, parallelism %d, reads %s", st.Kind, short(f.Binary.SHA256), st.Parallelism, strings.Join(st.Inputs, ", "))
 	have := pl.deployed[st.FullName()]
@@ -597,8 +597,23 @@ func (pl *planner) planFunction(f desiredFunction) {
 	pl.add(Change{Action: Update, Kind: "function", Name: st.FullName(), Details: details,
 		apply: func(ctx context.Context) error {
 			conf := f.Config
-			return fns.UpdateFunctionWithContext(ctx, &conf, f.Binary.Path, utils.NewUpdateOptions())
+			return uploadPinned(f.Binary, func(path string) error {
+				return fns.UpdateFunctionWithContext(ctx, &conf, path, utils.NewUpdateOptions())
+			})
 		}})
+}
+
+// uploadPinned runs upload with the path of a private copy of bin whose
+// bytes were checked against bin.SHA256, the digest the plan fingerprinted
+// and showed (gobuild.Binary.Pinned): a binary changed in the cache or in
+// a prebuilt folder since is refused, never uploaded.
+func uploadPinned(bin gobuild.Binary, upload func(path string) error) error {
+	path, remove, err := bin.Pinned()
+	if err != nil {
+		return err
+	}
+	defer remove()
+	return upload(path)
 }
 
 // noteOriginForm tells, for a function that writes its origin as two

@@ -58,7 +58,11 @@ func TestPlatformsAndPrebuiltBinaries(t *testing.T) {
 	if _, err := (&Builder{Prebuilt: out, Platform: Platform{GOARCH: "arm64"}}).Build(t.Context(), hello); !errors.Is(err, ErrPrebuilt) {
 		t.Errorf("another platform: %v, want ErrPrebuilt", err)
 	}
-	if err := os.WriteFile(filepath.Join(out, filepath.Base(built["amd64"].Path)), []byte("#!/bin/sh\necho tampered\n"), 0o755); err != nil {
+	tampered := filepath.Join(out, filepath.Base(built["amd64"].Path))
+	if err := os.Remove(tampered); err != nil { // a cache entry is read-only: replaced, not rewritten
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tampered, []byte("#!/bin/sh\necho tampered\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := (&Builder{Prebuilt: out}).Build(t.Context(), hello); !errors.Is(err, ErrPrebuilt) {
