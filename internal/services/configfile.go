@@ -73,11 +73,21 @@ func (f *ConfigFile) Find(name string) *Context {
 const maxConfigBytes = 1 << 20
 
 // configPath is the config file's path: FOLDLINE_CONFIG, else
-// foldline/config.yaml in the user's config folder.
+// config.yaml in foldline's config folder (configDir).
 func configPath(getenv func(string) string) string {
 	if p := getenv(ConfigSetting.Env); p != "" {
 		return p
 	}
+	dir := configDir(getenv)
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, "config.yaml")
+}
+
+// configDir is foldline's folder in the user's config folder:
+// $XDG_CONFIG_HOME/foldline, else ~/.config/foldline ("" without a home).
+func configDir(getenv func(string) string) string {
 	dir := getenv("XDG_CONFIG_HOME")
 	if dir == "" {
 		home, err := os.UserHomeDir()
@@ -86,8 +96,13 @@ func configPath(getenv func(string) string) string {
 		}
 		dir = filepath.Join(home, ".config")
 	}
-	return filepath.Join(dir, "foldline", "config.yaml")
+	return filepath.Join(dir, "foldline")
 }
+
+// ConfigDir is foldline's folder in the user's config folder, from the
+// environment: where the default config file and the key that signs
+// prebuilt binaries live.
+func ConfigDir() string { return configDir(os.Getenv) }
 
 // ConfigPath is the config file's path from the environment.
 func ConfigPath() string { return configPath(os.Getenv) }
@@ -105,7 +120,7 @@ func readConfigFile(getenv func(string) string) (*ConfigFile, error) {
 	return ReadConfigFile(path)
 }
 
-// ReadConfigFile reads the config file at path. It warns (warnShared) when
+// ReadConfigFile reads the config file at path. It warns (WarnShared) when
 // the file holds a secret setting and others than its owner may read it.
 func ReadConfigFile(path string) (*ConfigFile, error) {
 	data, info, err := readSmallFile(path)
@@ -117,7 +132,7 @@ func ReadConfigFile(path string) (*ConfigFile, error) {
 		return nil, err
 	}
 	if f.holdsSecret() {
-		warnShared(path, info)
+		WarnShared(path, info)
 	}
 	return f, nil
 }

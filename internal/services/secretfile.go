@@ -9,16 +9,16 @@ import (
 	"github.com/foldline/foldline/internal/plainfile"
 )
 
-// warned holds the paths warnShared warned about: one warning per file
+// warned holds the paths WarnShared warned about: one warning per file
 // and process, however often the file is read.
 var warned sync.Map
 
-// warnShared warns, on standard error (slog's default logger), when a file
+// WarnShared warns, on standard error (slog's default logger), when a file
 // that holds a secret may be read by its group or others: a token, a
 // password or a key should be its owner's only. It is a warning, not an
 // error: a Kubernetes Secret mount is 0644 unless its defaultMode says
 // otherwise, and the pod may be the only user.
-func warnShared(path string, info fs.FileInfo) {
+func WarnShared(path string, info fs.FileInfo) {
 	if info == nil || !plainfile.SharedMode(info.Mode()) {
 		return
 	}
@@ -29,7 +29,7 @@ func warnShared(path string, info fs.FileInfo) {
 		"file", path, "mode", info.Mode().Perm().String())
 }
 
-// warnSharedSecretFiles applies warnShared to every file-valued secret
+// warnSharedSecretFiles applies WarnShared to every file-valued secret
 // setting that is set (SecretFile): the token, the signing key, the
 // passwords and private keys.
 func (s *Services) warnSharedSecretFiles() {
@@ -43,7 +43,7 @@ func (s *Services) warnSharedSecretFiles() {
 			continue
 		}
 		if info, err := os.Stat(path); err == nil { // following links, as the readers do
-			warnShared(path, info)
+			WarnShared(path, info)
 		}
 	}
 }

@@ -183,9 +183,13 @@ type Builder struct {
 	// the functions workers' platform (also on Kubernetes).
 	Platform Platform
 	// Prebuilt, when set, is a directory that foldline build filled: Build
-	// takes each binary from it (checking its digest and platform) instead
-	// of running go build.
+	// takes each binary from it (checking the index's signature, then each
+	// binary's digest and platform) instead of running go build.
 	Prebuilt string
+	// PrebuiltKey is the PEM file of the key Prebuilt's index must be
+	// signed with: the public key, or the private key foldline build
+	// signs with. Default DefaultSigningKeyFile().
+	PrebuiltKey string
 	// Progress, when set, receives one line per build.
 	Progress io.Writer
 
