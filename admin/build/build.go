@@ -6,6 +6,7 @@
 package build
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -27,6 +28,10 @@ type Options struct {
 	// Out receives the binaries and their index.
 	Out      string
 	Platform gobuild.Platform
+	// SigningKey is the Ed25519 private key (PEM) the index is signed
+	// with, made when it does not exist. Default
+	// gobuild.DefaultSigningKeyFile(), in foldline's config folder.
+	SigningKey string
 	// Stdout receives the list of binaries; Progress one line per build.
 	Stdout, Progress io.Writer
 }
@@ -39,9 +44,13 @@ func NewCommand() *cobra.Command {
 		Short: "Build every function and sink binary the manifests name into a directory",
 		Long: `Build the binary of every function and sink that the manifests in DIR (default
 manifests/) name, for --goos/--goarch (default linux/amd64, statically), into --out,
-with an index of their SHA-256 digests (` + gobuild.IndexFile + `). foldline deploy
---binaries DIR then deploys those exact binaries without building, and refuses one
-whose digest changed.`,
+with an index of their SHA-256 digests (` + gobuild.IndexFile + `), signed with
+--signing-key (an Ed25519 key, made on the first build, default
+~/.config/foldline/` + gobuild.SigningKeyName + `). foldline deploy --binaries DIR then
+deploys those exact binaries without building: it refuses an index that key did
+not sign, and a binary whose digest is not the index's. A deploy on another machine
+needs the key, or only its public half (` + gobuild.SigningKeyName + `.pub), given with
+--binaries-key.`,
 		Example: "  foldline build --out dist/\n  foldline deploy --binaries dist/",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,6 +65,7 @@ whose digest changed.`,
 	cmd.Flags().StringVar(&opts.Out, "out", "", "directory to build the binaries into")
 	cmd.Flags().StringVar(&opts.Platform.GOOS, "goos", gobuild.DefaultPlatform.GOOS, "GOOS to build for")
 	cmd.Flags().StringVar(&opts.Platform.GOARCH, "goarch", gobuild.DefaultPlatform.GOARCH, "GOARCH to build for")
+	cmd.Flags().StringVar(&opts.SigningKey, "signing-key", "", "Ed25519 private key (PEM) to sign the index with, made when missing (default: "+gobuild.SigningKeyName+" in foldline's config folder)")
 	return cmd
 }
 
@@ -67,6 +77,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", opts.Out, err)
+	}
+	keyFile := cmp.Or(opts.SigningKey, gobuild.DefaultSigningKeyFile())
+	key, created, err := gobuild.SigningKey(keyFile)
+	if err != nil {
+		return err
+	}
+	if created && opts.Progress != nil {
+		fmt.Fprintf(opts.Progress, "made the key that signs the binaries' index: %s (public key %s.pub; deploy --binaries verifies with either)\n", keyFile, keyFile)
 	}
 	b := &gobuild.Builder{Dir: gobuild.ModuleDir(opts.Dir, "."), CacheDir: opts.Out, Platform: opts.Platform, Progress: opts.Progress}
 	var pkgs []string
@@ -86,5 +104,5 @@ func Run(ctx context.Context, opts Options) error {
 	if len(pkgs) > 0 {
 		platform = b.Built()[pkgs[0]].Platform
 	}
-	return gobuild.WriteIndex(opts.Out, platform, b.Built())
+	return gobuild.WriteIndex(opts.Out, platform, b.Built(), key)
 }

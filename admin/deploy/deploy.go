@@ -38,6 +38,10 @@ type Options struct {
 	// Binaries, when set, is a directory of prebuilt binaries (foldline
 	// build --out) to deploy instead of building.
 	Binaries string
+	// BinariesKey is the PEM file of the key the index of Binaries must be
+	// signed with (its public key, or the private key foldline build
+	// signs with). Default gobuild.DefaultSigningKeyFile().
+	BinariesKey string
 	// KubernetesSecret, when set, gives the functions references to the
 	// keys of this Kubernetes secret (in the functions' namespace) instead
 	// of the credentials themselves, for Pulsar's Kubernetes runtime:
@@ -111,15 +115,16 @@ func (o Options) builder() *gobuild.Builder {
 
 // NewBuilder returns a builder of the function binaries as o asks for them.
 func (o Options) NewBuilder() *gobuild.Builder {
-	return &gobuild.Builder{Dir: gobuild.ModuleDir(o.Dir, "."), CacheDir: o.CacheDir, Platform: o.Platform, Prebuilt: o.Binaries, Progress: o.ErrOut}
+	return &gobuild.Builder{Dir: gobuild.ModuleDir(o.Dir, "."), CacheDir: o.CacheDir, Platform: o.Platform, Prebuilt: o.Binaries, PrebuiltKey: o.BinariesKey, Progress: o.ErrOut}
 }
 
 // RegisterBuildFlags adds the flags that choose how function binaries are
-// built: --goos, --goarch and --binaries.
+// built: --goos, --goarch, --binaries and --binaries-key.
 func (o *Options) RegisterBuildFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Platform.GOOS, "goos", gobuild.DefaultPlatform.GOOS, "GOOS the function binaries are built for (the functions workers')")
 	fs.StringVar(&o.Platform.GOARCH, "goarch", gobuild.DefaultPlatform.GOARCH, "GOARCH the function binaries are built for")
 	fs.StringVar(&o.Binaries, "binaries", "", "deploy the prebuilt binaries in this directory (foldline build --out) instead of building them")
+	fs.StringVar(&o.BinariesKey, "binaries-key", "", "the key --binaries' index must be signed with: foldline build's public key (PEM) or its private key (default: "+gobuild.SigningKeyName+" in foldline's config folder)")
 	fs.StringVar(&o.KubernetesSecret, "kubernetes-secret", "", "give functions references to this Kubernetes secret's keys instead of the credentials (Pulsar's Kubernetes runtime; foldline kubernetes-secret prints it)")
 }
 

@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -77,12 +78,12 @@ func TestDeployShopPipeline(t *testing.T) {
 
 	// foldline build, then deploy --binaries: the same bytes, so nothing
 	// changes; a binary changed after the build is refused.
-	dist := t.TempDir()
-	if err := build.Run(ctx, build.Options{Dir: opts.Dir, Out: dist, Stdout: log, Progress: log}); err != nil {
+	dist, signingKey := t.TempDir(), filepath.Join(t.TempDir(), gobuild.SigningKeyName)
+	if err := build.Run(ctx, build.Options{Dir: opts.Dir, Out: dist, SigningKey: signingKey, Stdout: log, Progress: log}); err != nil {
 		t.Fatalf("foldline build: %v", err)
 	}
 	prebuilt := opts
-	prebuilt.Binaries = dist
+	prebuilt.Binaries, prebuilt.BinariesKey = dist, signingKey+".pub"
 	third, err := deploy.Deploy(ctx, prebuilt)
 	if err != nil {
 		t.Fatalf("deploy --binaries: %v", err)
@@ -90,7 +91,15 @@ func TestDeployShopPipeline(t *testing.T) {
 	if len(third.Applied) != 0 {
 		t.Errorf("deploy --binaries of what deploy built changed %d resources, want none: %+v", len(third.Applied), third.Applied)
 	}
-	if err := os.WriteFile(filepath.Join(dist, gobuild.FileName("github.com/foldline/foldline/functions/shop/validate/cmd", gobuild.DefaultPlatform)), []byte("tampered"), 0o755); err != nil {
+	var index gobuild.Index
+	if data, err := os.ReadFile(filepath.Join(dist, gobuild.IndexFile)); err != nil || json.Unmarshal(data, &index) != nil {
+		t.Fatalf("reading the index: %v", err)
+	}
+	tampered := filepath.Join(dist, index.Binaries["github.com/foldline/foldline/functions/shop/validate/cmd"].File)
+	if err := os.Remove(tampered); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tampered, []byte("tampered"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := deploy.MakePlan(ctx, prebuilt); !errors.Is(err, gobuild.ErrPrebuilt) {

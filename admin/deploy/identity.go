@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/foldline/foldline/admin/internal/tenantid"
+	"github.com/foldline/foldline/internal/plainfile"
 	"github.com/foldline/foldline/internal/services"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -24,6 +25,12 @@ import (
 // no key to sign the tenant's token with: the tenant's functions would have
 // no token of their own, and the runtime refuses to run as the worker.
 var ErrNoSigningKey = errors.New("deploying to a Pulsar with authentication needs the key that signs tenants' tokens: set --pulsar-secret-key-file (FOLDLINE_PULSAR_SECRET_KEY_FILE)")
+
+// ErrNoTenantRole is returned when Cassandra wants a login but deploy has
+// no signing key to derive the tenant's own Cassandra role and password
+// from: the sinks would have had to log in as the deployer, whose role
+// reaches every tenant's keyspace.
+var ErrNoTenantRole = errors.New("a tenant's sinks log in to Cassandra with a role of their own, derived from the token signing key: set --pulsar-secret-key-file (FOLDLINE_PULSAR_SECRET_KEY_FILE); on a Pulsar without authentication any key of 32 bytes or more will do")
 
 // identity is who a tenant's functions run as: the credentials deploy puts
 // into every function's secrets (never its user config, which whoever may
@@ -36,7 +43,8 @@ type identity struct {
 	// "token" the runtime (functions/pf) connects with; "" gives none.
 	PulsarToken string
 	// CassandraUser and CassandraPassword log the sink in to Cassandra
-	// ("" user: no login).
+	// ("" user: no login). They are the tenant's own role's, never the
+	// deployer's.
 	CassandraUser, CassandraPassword string
 	// keyFile is the signing key's file, beside which deploy writes the
 	// tenant's credentials.
@@ -48,19 +56,14 @@ type identity struct {
 // tenantIdentity returns who tenant's functions run as. With a signing key
 // the tenant gets a role of its own (tenantid), of its name's generation
 // (see tenantGeneration): a Pulsar token, and, when Cassandra wants a
-// login, a Cassandra role limited to the tenant's keyspace. Without a key,
-// on an open Pulsar, the functions get no token and the sinks log in as
-// the deployer.
+// login, a Cassandra role limited to the tenant's keyspace. Without a key
+// the tenant has no identity at all, which withoutSigningKey allows only
+// on a stack where neither Pulsar nor Cassandra wants credentials: a
+// tenant never runs with the deployer's.
 func tenantIdentity(ctx context.Context, svc services.Services, cql *gocql.Session, tenant string) (identity, error) {
-	user, password, err := svc.CassandraCredentials()
-	if err != nil {
-		return identity{}, err
-	}
+	user := svc.CassandraUser
 	if svc.PulsarSecretKeyFile == "" {
-		if token, err := svc.PulsarTokenValue(); err != nil || token != "" {
-			return identity{}, errors.Join(err, ErrNoSigningKey)
-		}
-		return identity{CassandraUser: user, CassandraPassword: password}, nil
+		return identity{}, withoutSigningKey(svc.PulsarAuthMethod(), user)
 	}
 	key, err := tenantid.ReadKey(svc.PulsarSecretKeyFile)
 	if err != nil {
@@ -76,6 +79,24 @@ func tenantIdentity(ctx context.Context, svc services.Services, cql *gocql.Sessi
 		id.CassandraUser, id.CassandraPassword = tid.Role, tid.CassandraPassword
 	}
 	return id, nil
+}
+
+// withoutSigningKey decides whether a tenant may be deployed without a
+// signing key, that is with no identity of its own: its functions then get
+// no token and its sinks no Cassandra login. That is right on an open
+// stack only. When deploy authenticates to Pulsar (pulsarAuth: a token,
+// OAuth 2.0, a TLS client certificate), the functions would have no token
+// and the runtime refuses to run with the worker's (ErrNoSigningKey); when
+// it logs in to Cassandra (cassandraUser), the sinks would need a login,
+// and the deployer's own is not one to hand a tenant (ErrNoTenantRole).
+func withoutSigningKey(pulsarAuth, cassandraUser string) error {
+	switch {
+	case pulsarAuth != "":
+		return fmt.Errorf("deploy authenticates to Pulsar with %s, and has no key to sign the tenant's own token with (the brokers must accept tokens signed with it): %w", pulsarAuth, ErrNoSigningKey)
+	case cassandraUser != "":
+		return fmt.Errorf("deploy logs in to Cassandra as %s, a login no tenant is given: %w", cassandraUser, ErrNoTenantRole)
+	}
+	return nil
 }
 
 // secrets are the function secrets of a function (sink: a view's sink):
@@ -222,8 +243,9 @@ const passwordChangeInterval = 5500 * time.Millisecond
 
 // writeCredentials writes the tenant's credentials, as FOLDLINE_*
 // environment settings the foldline command reads, to
-// tenants/TENANT.env beside the signing key (mode 0600), and returns the
-// file's path ("" when the tenant has no identity of its own).
+// tenants/TENANT.env beside the signing key (mode 0600, also when an
+// older file had another: the file is replaced, not rewritten), and
+// returns the file's path ("" when the tenant has no identity of its own).
 func (id identity) writeCredentials(tenant string) (string, error) {
 	if id.Role == "" {
 		return "", nil
@@ -241,7 +263,7 @@ func (id identity) writeCredentials(tenant string) (string, error) {
 	if id.CassandraUser != "" {
 		fmt.Fprintf(&b, "FOLDLINE_CASSANDRA_USER=%s\nFOLDLINE_CASSANDRA_PASSWORD=%s\n", id.CassandraUser, id.CassandraPassword)
 	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+	if err := plainfile.WriteAtomic(path, []byte(b.String()), 0o600); err != nil {
 		return "", fmt.Errorf("writing the credentials of tenant %s: %w", tenant, err)
 	}
 	return path, nil

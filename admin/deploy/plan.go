@@ -571,7 +571,7 @@ func (pl *planner) planFunction(f desiredFunction) {
 	fns := pl.pulsar.Functions
 	create := func(ctx context.Context) error {
 		conf := f.Config
-		return fns.CreateFuncWithContext(ctx, &conf, f.Binary.Path)
+		return uploadPinned(f.Binary, func(path string) error { return fns.CreateFuncWithContext(ctx, &conf, path) })
 	}
 	summary := fmt.Sprintf("%s, binary %s, parallelism %d, reads %s", st.Kind, short(f.Binary.SHA256), st.Parallelism, strings.Join(st.Inputs, ", "))
 	have := pl.deployed[st.FullName()]
@@ -597,8 +597,23 @@ func (pl *planner) planFunction(f desiredFunction) {
 	pl.add(Change{Action: Update, Kind: "function", Name: st.FullName(), Details: details,
 		apply: func(ctx context.Context) error {
 			conf := f.Config
-			return fns.UpdateFunctionWithContext(ctx, &conf, f.Binary.Path, utils.NewUpdateOptions())
+			return uploadPinned(f.Binary, func(path string) error {
+				return fns.UpdateFunctionWithContext(ctx, &conf, path, utils.NewUpdateOptions())
+			})
 		}})
+}
+
+// uploadPinned runs upload with the path of a private copy of bin whose
+// bytes were checked against bin.SHA256, the digest the plan fingerprinted
+// and showed (gobuild.Binary.Pinned): a binary changed in the cache or in
+// a prebuilt folder since is refused, never uploaded.
+func uploadPinned(bin gobuild.Binary, upload func(path string) error) error {
+	path, remove, err := bin.Pinned()
+	if err != nil {
+		return err
+	}
+	defer remove()
+	return upload(path)
 }
 
 // noteOriginForm tells, for a function that writes its origin as two
@@ -637,8 +652,9 @@ func configDifferences(have, want utils.FunctionConfig) []string {
 		have.Inputs = slices.Sorted(maps.Keys(have.InputSpecs))
 	}
 	haveFields, wantFields := asFields(have), asFields(want)
+	details = append(details, secretDifferences(have.Secrets, want.Secrets)...)
 	for _, key := range slices.Sorted(maps.Keys(wantFields)) {
-		if key == "userConfig" {
+		if key == "userConfig" || key == "secrets" {
 			continue
 		}
 		if !reflect.DeepEqual(haveFields[key], wantFields[key]) {
@@ -659,6 +675,49 @@ func configDifferences(have, want utils.FunctionConfig) []string {
 		details = append(details, "deployed by another tool or version: redeploy to record the fingerprint")
 	}
 	return details
+}
+
+// secretDifferences names the secrets that differ between a deployed and a
+// wanted config, never their values: a plan is printed, logged and kept
+// in CI output, and a rotated password or token must not appear in it.
+// Kubernetes secret references are redacted too: one rule for every
+// secret is easier to trust than a judgement per form.
+func secretDifferences(have, want map[string]any) []string {
+	var details []string
+	for _, key := range slices.Sorted(maps.Keys(want)) {
+		old, had := have[key]
+		switch {
+		case !had:
+			details = append(details, fmt.Sprintf("secrets.%s %s", key, secretAdded))
+		case !reflect.DeepEqual(asJSONValue(old), asJSONValue(want[key])):
+			details = append(details, fmt.Sprintf("secrets.%s %s", key, secretChanged))
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(have)) {
+		if _, kept := want[key]; !kept {
+			details = append(details, fmt.Sprintf("secrets.%s %s", key, secretRemoved))
+		}
+	}
+	return details
+}
+
+// What a plan shows of a secret that differs: never its value.
+const (
+	secretAdded   = "(secret added)"
+	secretChanged = "(secret changed)"
+	secretRemoved = "(secret removed)"
+)
+
+// asJSONValue is v as encoding/json decodes it, so that a value built in
+// Go and one read from the worker compare the same.
+func asJSONValue(v any) any {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	_ = json.Unmarshal(data, &out)
+	return out
 }
 
 // asFields turns a config into its JSON fields, so that values compare

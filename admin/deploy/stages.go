@@ -71,7 +71,8 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 		}
 		fmt.Fprintf(opts.ErrOut, "creating function %s (reads %v)\n", st.FullName(), st.Inputs)
 		conf := f.Config
-		if err := pulsar.Functions.CreateFuncWithContext(ctx, &conf, f.Binary.Path); err != nil {
+		err = uploadPinned(f.Binary, func(path string) error { return pulsar.Functions.CreateFuncWithContext(ctx, &conf, path) })
+		if err != nil {
 			return fmt.Errorf("creating function %s: %w", st.FullName(), err)
 		}
 		created = true

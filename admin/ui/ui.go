@@ -8,6 +8,12 @@
 // /api/status for it, so any number of open pages cost the cluster one
 // reader. The server listens on 127.0.0.1 by default: the page has no
 // login, and shows what the credentials it runs with may read.
+//
+// Listening on loopback is not enough on its own: a web page anywhere can
+// point a name of its own at 127.0.0.1 (DNS rebinding) and read the
+// status as a same-origin page. The server therefore answers only
+// requests whose Host names the address it listens on (or a name given
+// with --allow-host), and refuses a request whose Origin is another site.
 package ui
 
 import (
@@ -20,8 +26,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -42,6 +50,10 @@ type Options struct {
 	Listen string
 	// Interval is how often the status is read. Default 2s.
 	Interval time.Duration
+	// AllowHosts are further host names (without port) the page answers
+	// to, on any port: the name a proxy in front of it forwards as Host.
+	// Default none: only the listen address's own names.
+	AllowHosts []string
 }
 
 // NewCommand returns `foldline ui`.
@@ -55,7 +67,10 @@ as deployed — the ledger, every function and sink, every view — with each st
 instances, backlog, rate and errors, each view's rows, freshness and table versions,
 and the progress of running backfills, refreshed every --interval. It listens on
 127.0.0.1:8088 by default; the page has no login, so listen elsewhere only behind a
-proxy that has one.`,
+proxy that has one. It answers only requests whose Host is the address it listens on
+(localhost, 127.0.0.1 or [::1] with the port, for a loopback address) and refuses
+other sites' requests (Origin): a proxy forwards that Host, or is named with
+--allow-host.`,
 		Example: "  foldline ui\n  foldline ui --tenant shop-test --listen 127.0.0.1:9999",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -78,6 +93,7 @@ proxy that has one.`,
 	opts.Target.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Listen, "listen", "127.0.0.1:8088", "address to serve the page on")
 	cmd.Flags().DurationVar(&opts.Interval, "interval", 2*time.Second, "how often the status is read")
+	cmd.Flags().StringSliceVar(&opts.AllowHosts, "allow-host", nil, "a further host name the page answers to (the Host a proxy in front forwards); repeatable")
 	return cmd
 }
 
@@ -95,7 +111,7 @@ func Serve(ctx context.Context, opts Options, ln net.Listener) error {
 	}
 	s := &server{interval: interval}
 	go s.poll(ctx, src)
-	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(guardHosts(ln.Addr(), opts.AllowHosts, s.handler()))
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -106,6 +122,115 @@ func Serve(ctx context.Context, opts Options, ln net.Listener) error {
 		return fmt.Errorf("serving the status page: %w", err)
 	}
 	return nil
+}
+
+// The server's timeouts. No endpoint streams (the page polls
+// /api/status, whose answer is a few kilobytes held in memory), so a
+// request and its answer each fit well within a few seconds; a client
+// that trickles its request or never reads the answer is cut off rather
+// than holding a connection and a goroutine for ever.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+)
+
+// newHTTPServer is the page's HTTP server, with its timeouts.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// guardHosts answers only requests meant for this server: their Host
+// names the address it listens on, with its port (for a loopback or
+// wildcard address: localhost, 127.0.0.1 or [::1]; for a wildcard one,
+// also the machine's own addresses), or is one of allow (any port); and
+// their Origin, when they have one, is that same host. Others get 421
+// Misdirected Request (Host) or 403 Forbidden (Origin): a page that
+// rebinds its own name to this address sends its name as Host, and a
+// cross-site request sends its site as Origin.
+func guardHosts(addr net.Addr, allow []string, next http.Handler) http.Handler {
+	own := listenHosts(addr)
+	extra := map[string]bool{}
+	for _, h := range allow {
+		extra[strings.ToLower(strings.TrimSuffix(h, "."))] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, port := splitHost(r.Host, "80")
+		if !extra[host] && !own[net.JoinHostPort(host, port)] {
+			http.Error(w, "misdirected request: this server answers only to the address it listens on (see foldline ui --allow-host)", http.StatusMisdirectedRequest)
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r.Host) {
+			http.Error(w, "forbidden: a request from another origin", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin says whether origin (a browser's Origin header) is the site
+// at host (the request's Host).
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return false // "null" (a sandboxed frame, a file) included
+	}
+	defaultPort := "80"
+	if u.Scheme == "https" {
+		defaultPort = "443"
+	}
+	// The request's Host carries no scheme: behind a TLS proxy it
+	// defaults to 443 as the Origin does.
+	oh, op := splitHost(u.Host, defaultPort)
+	hh, hp := splitHost(host, defaultPort)
+	return oh == hh && op == hp
+}
+
+// splitHost splits a Host header's host[:port] into the lower-case host
+// (without brackets) and the port, defaultPort when it has none.
+func splitHost(hostport, defaultPort string) (host, port string) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = strings.Trim(hostport, "[]"), defaultPort
+	}
+	return strings.TrimSuffix(strings.ToLower(host), "."), port
+}
+
+// listenHosts are the host:port forms a browser may send as Host for a
+// server listening on addr.
+func listenHosts(addr net.Addr) map[string]bool {
+	hosts := map[string]bool{}
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return hosts
+	}
+	port := fmt.Sprint(tcp.Port)
+	add := func(host string) { hosts[net.JoinHostPort(strings.ToLower(host), port)] = true }
+	if tcp.IP.IsLoopback() || tcp.IP.IsUnspecified() {
+		for _, h := range []string{"localhost", "127.0.0.1", "::1"} {
+			add(h)
+		}
+	}
+	if tcp.IP.IsUnspecified() {
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if ipnet, ok := a.(*net.IPNet); ok {
+					add(ipnet.IP.String())
+				}
+			}
+		}
+	} else {
+		add(tcp.IP.String())
+	}
+	return hosts
 }
 
 // server holds the latest report.

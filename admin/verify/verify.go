@@ -15,6 +15,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -115,6 +116,9 @@ again every D and serves the results as Prometheus metrics on --metrics-listen.`
 				return err
 			}
 			opts.View = args[0]
+			if metricsAddr != "" && every <= 0 {
+				return fmt.Errorf("--metrics-listen serves the results of --every: set --every too: %w", exitcode.ErrUsage)
+			}
 			if every <= 0 {
 				res, err := Run(cmd.Context(), opts)
 				if res != nil {
@@ -326,7 +330,11 @@ func cmpOr(v, def int) int {
 }
 
 // Schedule verifies every interval until ctx ends, reporting each result,
-// and serves the latest as Prometheus metrics on addr (when set).
+// and serves the latest as Prometheus metrics on addr (when set). It
+// listens on addr before the first verification and returns the error when
+// it cannot (a port taken, a bad address): a scheduled verify without the
+// metrics it was asked for would look healthy and report nothing. The
+// server's failing later on ends Schedule with its error, too.
 func Schedule(ctx context.Context, opts Options, every time.Duration, addr string, report func(*Result, error)) error {
 	reg := prometheus.NewRegistry()
 	labels := prometheus.Labels{"view": opts.View}
@@ -335,9 +343,14 @@ func Schedule(ctx context.Context, opts Options, every time.Duration, addr strin
 	last := prometheus.NewGauge(prometheus.GaugeOpts{Name: "foldline_verify_last_run_timestamp_seconds", Help: "When the last verification ended.", ConstLabels: labels})
 	failures := prometheus.NewCounter(prometheus.CounterOpts{Name: "foldline_verify_errors_total", Help: "Verifications that could not run.", ConstLabels: labels})
 	reg.MustRegister(consistency, rows, last, failures)
+	served := make(chan error, 1) // the metrics server's end
 	if addr != "" {
-		srv := &http.Server{Addr: addr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.ListenAndServe() }()
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listening on %s (--metrics-listen): %w: %w", addr, err, exitcode.ErrUsage)
+		}
+		srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		go func() { served <- srv.Serve(ln) }()
 		defer srv.Close()
 	}
 	for {
@@ -355,6 +368,8 @@ func Schedule(ctx context.Context, opts Options, every time.Duration, addr strin
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-served:
+			return fmt.Errorf("serving metrics on %s: %w", addr, err)
 		case <-time.After(every):
 		}
 	}

@@ -195,8 +195,13 @@ type FunctionContext struct {
 // returns nil and calls complete exactly once, later, from any goroutine:
 // nil processes the input as a successful return would (its returned
 // records are sent, then it is acknowledged); an error marked Permanent
-// sends it to the dead-letter topic; any other error negatively
-// acknowledges it for redelivery (the retries in place are over by then).
+// sends it to the dead-letter topic; any other error has it delivered
+// again (the retries in place are over by then): when the runtime
+// acknowledges (ATLEAST_ONCE with auto-ack), it ends the session as a
+// failed send does, so that the input comes again before the ones after
+// it; when the handler acknowledges (MANUAL, or auto-ack off), it
+// negatively acknowledges the input; under ATMOST_ONCE the input was
+// acknowledged on receipt and is not delivered again.
 // Acknowledgements then come out of input order. If the handler returns an
 // error after calling Defer, the deferral is void and complete does nothing.
 func (c *FunctionContext) Defer() (complete func(error)) {

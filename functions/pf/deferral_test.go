@@ -147,3 +147,46 @@ func TestDeferWithoutFunctionContext(t *testing.T) {
 		t.Errorf("no input's state was reused in %d deferred inputs", n)
 	}
 }
+
+// When the handler acknowledges (MANUAL, or auto-ack off), a deferred
+// input whose outcome is a transient error is negatively acknowledged, so
+// that it comes again rather than staying pending until the consumer
+// closes; under ATMOST_ONCE it was acknowledged on receipt and is not.
+func TestDeferredTransientErrorWithoutAutoAck(t *testing.T) {
+	tests := []struct {
+		name                string
+		guarantee           guarantee
+		autoAck             bool
+		wantAcked, wantNack []string
+		wantEnded           bool
+	}{
+		{name: "auto-ack off", guarantee: atLeastOnce, autoAck: false, wantNack: []string{"x"}},
+		{name: "manual", guarantee: manual, autoAck: true, wantNack: []string{"x"}},
+		{name: "at most once", guarantee: atMostOnce, autoAck: true, wantAcked: []string{"x"}},
+		{name: "auto-ack ends the session", guarantee: atLeastOnce, autoAck: true, wantEnded: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conf := testConf()
+			conf.Guarantee, conf.AutoAck = tt.guarantee, tt.autoAck
+			var complete func(error)
+			inst, out := newTestInstance(t, conf, func(ctx context.Context, in []byte) ([]Record, error) {
+				fc, _ := FromContext(ctx)
+				complete = fc.Defer()
+				return []Record{{Payload: in}}, nil
+			})
+			acks := &fakeAcker{}
+			if err := inst.process(t.Context(), ledgerEvent("x", 1), acks); err != nil {
+				t.Fatal(err)
+			}
+			complete(errors.New("cassandra is down"))
+			inst.inFlight.Wait()
+			if !slices.Equal(acks.acked, tt.wantAcked) || !slices.Equal(acks.nacked, tt.wantNack) || len(out.sent) != 0 {
+				t.Errorf("acked %v, nacked %v, sent %d; want acked %v, nacked %v, nothing sent", acks.acked, acks.nacked, len(out.sent), tt.wantAcked, tt.wantNack)
+			}
+			if ended := inst.sess.isEnded(); ended != tt.wantEnded {
+				t.Errorf("session ended: %v, want %v", ended, tt.wantEnded)
+			}
+		})
+	}
+}

@@ -403,11 +403,20 @@ func (inst *instance) finishLater(in *input, autoAck bool, records []Record) {
 			inst.stats.recordException(userException, outcome)
 			inst.deadLetter(in, outcome)
 		default:
-			// As a failed send does (see session): a negative
-			// acknowledgement would let later inputs overtake this one.
 			inst.stats.recordException(userException, outcome)
-			if autoAck {
+			switch {
+			case autoAck:
+				// As a failed send does (see session): a negative
+				// acknowledgement would let later inputs overtake this one.
 				in.sess.end(fmt.Errorf("finishing a deferred input: %w", outcome))
+			case inst.conf.Guarantee == atMostOnce:
+				// Acknowledged on receipt: at most once, so not again.
+			default:
+				// The handler acknowledges (MANUAL, or auto-ack off), and
+				// it has no input to acknowledge: without a negative
+				// acknowledgement the input would stay pending until the
+				// consumer closes. The order is the handler's to keep.
+				in.fc.acks.Nack(in.fc.msg)
 			}
 		}
 	})

@@ -73,11 +73,21 @@ func (f *ConfigFile) Find(name string) *Context {
 const maxConfigBytes = 1 << 20
 
 // configPath is the config file's path: FOLDLINE_CONFIG, else
-// foldline/config.yaml in the user's config folder.
+// config.yaml in foldline's config folder (configDir).
 func configPath(getenv func(string) string) string {
 	if p := getenv(ConfigSetting.Env); p != "" {
 		return p
 	}
+	dir := configDir(getenv)
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, "config.yaml")
+}
+
+// configDir is foldline's folder in the user's config folder:
+// $XDG_CONFIG_HOME/foldline, else ~/.config/foldline ("" without a home).
+func configDir(getenv func(string) string) string {
 	dir := getenv("XDG_CONFIG_HOME")
 	if dir == "" {
 		home, err := os.UserHomeDir()
@@ -86,8 +96,13 @@ func configPath(getenv func(string) string) string {
 		}
 		dir = filepath.Join(home, ".config")
 	}
-	return filepath.Join(dir, "foldline", "config.yaml")
+	return filepath.Join(dir, "foldline")
 }
+
+// ConfigDir is foldline's folder in the user's config folder, from the
+// environment: where the default config file and the key that signs
+// prebuilt binaries live.
+func ConfigDir() string { return configDir(os.Getenv) }
 
 // ConfigPath is the config file's path from the environment.
 func ConfigPath() string { return configPath(os.Getenv) }
@@ -99,27 +114,51 @@ func readConfigFile(getenv func(string) string) (*ConfigFile, error) {
 	if path == "" {
 		return nil, nil
 	}
-	data, err := readSmallFile(path)
-	if errors.Is(err, fs.ErrNotExist) && getenv(ConfigSetting.Env) == "" {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && getenv(ConfigSetting.Env) == "" {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: reading the config file: %w", ErrConfig, err)
-	}
-	return ParseConfigFile(path, data)
+	return ReadConfigFile(path)
 }
 
-// ReadConfigFile reads the config file at path.
+// ReadConfigFile reads the config file at path. It warns (WarnShared) when
+// the file holds a secret setting and others than its owner may read it.
 func ReadConfigFile(path string) (*ConfigFile, error) {
-	data, err := readSmallFile(path)
+	data, info, err := readSmallFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading the config file: %w", ErrConfig, err)
 	}
-	return ParseConfigFile(path, data)
+	f, err := ParseConfigFile(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if f.holdsSecret() {
+		WarnShared(path, info)
+	}
+	return f, nil
 }
 
-// readSmallFile reads a regular file of at most maxConfigBytes.
-func readSmallFile(path string) ([]byte, error) { return plainfile.Read(path, maxConfigBytes) }
+// holdsSecret says whether a context of the file sets a Secret setting.
+func (f *ConfigFile) holdsSecret() bool {
+	for i := range Settings {
+		if !Settings[i].Secret {
+			continue
+		}
+		for _, c := range f.Contexts {
+			if _, ok := c.Values[Settings[i].Key]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readSmallFile reads a regular file of at most maxConfigBytes, following
+// symbolic links: a Kubernetes Secret or ConfigMap mount is a link to
+// ..data/NAME, which links to a folder of the current version. What the
+// links lead to must be a regular file.
+func readSmallFile(path string) ([]byte, fs.FileInfo, error) {
+	return plainfile.ReadLinked(path, maxConfigBytes)
+}
 
 // ParseConfigFile parses a config file's content; errors name path, line
 // and key.
@@ -236,7 +275,7 @@ func settingValue(n *yaml.Node) (string, error) {
 // UseContext makes name the current context of the config file at path,
 // keeping the rest of the file (and its comments) as it is.
 func UseContext(path, name string) error {
-	data, err := readSmallFile(path)
+	data, _, err := readSmallFile(path)
 	if err != nil {
 		return fmt.Errorf("reading the config file: %w", err)
 	}
@@ -277,23 +316,7 @@ func UseContext(path, name string) error {
 // writeFileAtomic replaces path's content by data, readable by its owner
 // only (the file may hold tokens and passwords).
 func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".config-*.yaml")
-	if err != nil {
-		return fmt.Errorf("writing the config file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing the config file: %w", err)
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing the config file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing the config file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := plainfile.WriteAtomic(path, data, 0o600); err != nil {
 		return fmt.Errorf("writing the config file: %w", err)
 	}
 	return nil

@@ -200,6 +200,21 @@ func (s Services) PulsarAuth() pulsar.Authentication {
 	return nil
 }
 
+// PulsarAuthMethod names, for messages, how Pulsar clients authenticate
+// (PulsarAuth): "a token", "OAuth 2.0", "a TLS client certificate", or ""
+// for none.
+func (s Services) PulsarAuthMethod() string {
+	switch {
+	case s.PulsarToken != "" || s.PulsarTokenFile != "":
+		return "a token"
+	case s.PulsarOAuth2IssuerURL != "":
+		return "OAuth 2.0"
+	case s.PulsarTLSCertFile != "":
+		return "a TLS client certificate"
+	}
+	return ""
+}
+
 // PulsarClientOptions are the options of a Pulsar client of these
 // services: URL, TLS and authentication; callers add their own (a logger).
 func (s Services) PulsarClientOptions() pulsar.ClientOptions {

@@ -21,6 +21,9 @@ type Setting struct {
 	Flag, Env, Key, Usage string
 	// Secret settings are never printed (foldline config view masks them).
 	Secret bool
+	// SecretFile settings name a file that holds a secret (a token, a
+	// password, a private key): Load warns when others may read it.
+	SecretFile bool
 	// NoFlag settings have no flag: a value on a command line is visible
 	// to every local user in the process list.
 	NoFlag bool
@@ -38,9 +41,9 @@ var Settings = []Setting{
 		field: func(s *Services) *string { return &s.PulsarAdminURL }},
 	{Flag: "pulsar-token", Env: "FOLDLINE_PULSAR_TOKEN", Key: "pulsar.token", Usage: "Pulsar token (visible to other local users in the process list: prefer --pulsar-token-file)", Secret: true,
 		field: func(s *Services) *string { return &s.PulsarToken }},
-	{Flag: "pulsar-token-file", Env: "FOLDLINE_PULSAR_TOKEN_FILE", Key: "pulsar.token-file", Usage: "file holding the Pulsar token (default, for the local stack's addresses: its superuser token)",
+	{Flag: "pulsar-token-file", Env: "FOLDLINE_PULSAR_TOKEN_FILE", Key: "pulsar.token-file", Usage: "file holding the Pulsar token (default, for the local stack's addresses: its superuser token)", SecretFile: true,
 		field: func(s *Services) *string { return &s.PulsarTokenFile }},
-	{Flag: "pulsar-secret-key-file", Env: "FOLDLINE_PULSAR_SECRET_KEY_FILE", Key: "pulsar.secret-key-file", Usage: "HS256 key that signs Pulsar tokens, with which deploy makes each tenant's token (default, for the local stack's addresses: its key)",
+	{Flag: "pulsar-secret-key-file", Env: "FOLDLINE_PULSAR_SECRET_KEY_FILE", Key: "pulsar.secret-key-file", Usage: "HS256 key that signs Pulsar tokens, with which deploy makes each tenant's token (default, for the local stack's addresses: its key)", SecretFile: true,
 		field: func(s *Services) *string { return &s.PulsarSecretKeyFile }},
 	{Flag: "pulsar-tls-trust-certs-file", Env: "FOLDLINE_PULSAR_TLS_TRUST_CERTS_FILE", Key: "pulsar.tls-trust-certs-file", Usage: "PEM file of the CAs that sign the broker's TLS certificate (default: the system's)",
 		field: func(s *Services) *string { return &s.PulsarTLSTrustCertsFile }},
@@ -50,7 +53,7 @@ var Settings = []Setting{
 		field: func(s *Services) *string { return &s.pulsarTLSValidateHostname }},
 	{Flag: "pulsar-tls-cert-file", Env: "FOLDLINE_PULSAR_TLS_CERT_FILE", Key: "pulsar.tls-cert-file", Usage: "PEM client certificate to authenticate to Pulsar with (with --pulsar-tls-key-file; instead of a token)",
 		field: func(s *Services) *string { return &s.PulsarTLSCertFile }},
-	{Flag: "pulsar-tls-key-file", Env: "FOLDLINE_PULSAR_TLS_KEY_FILE", Key: "pulsar.tls-key-file", Usage: "PEM private key of --pulsar-tls-cert-file",
+	{Flag: "pulsar-tls-key-file", Env: "FOLDLINE_PULSAR_TLS_KEY_FILE", Key: "pulsar.tls-key-file", Usage: "PEM private key of --pulsar-tls-cert-file", SecretFile: true,
 		field: func(s *Services) *string { return &s.PulsarTLSKeyFile }},
 	{Flag: "pulsar-oauth2-issuer-url", Env: "FOLDLINE_PULSAR_OAUTH2_ISSUER_URL", Key: "pulsar.oauth2-issuer-url", Usage: "OAuth 2.0 issuer to get Pulsar access tokens from (client credentials; instead of a token)",
 		field: func(s *Services) *string { return &s.PulsarOAuth2IssuerURL }},
@@ -58,7 +61,7 @@ var Settings = []Setting{
 		field: func(s *Services) *string { return &s.PulsarOAuth2Audience }},
 	{Flag: "pulsar-oauth2-client-id", Env: "FOLDLINE_PULSAR_OAUTH2_CLIENT_ID", Key: "pulsar.oauth2-client-id", Usage: "OAuth 2.0 client id (default: the key file's client_id)",
 		field: func(s *Services) *string { return &s.PulsarOAuth2ClientID }},
-	{Flag: "pulsar-oauth2-key-file", Env: "FOLDLINE_PULSAR_OAUTH2_KEY_FILE", Key: "pulsar.oauth2-key-file", Usage: "OAuth 2.0 client credentials file (JSON with client_id and client_secret)",
+	{Flag: "pulsar-oauth2-key-file", Env: "FOLDLINE_PULSAR_OAUTH2_KEY_FILE", Key: "pulsar.oauth2-key-file", Usage: "OAuth 2.0 client credentials file (JSON with client_id and client_secret)", SecretFile: true,
 		field: func(s *Services) *string { return &s.PulsarOAuth2KeyFile }},
 	{Flag: "pulsar-oauth2-scope", Env: "FOLDLINE_PULSAR_OAUTH2_SCOPE", Key: "pulsar.oauth2-scope", Usage: "OAuth 2.0 scope to ask for",
 		field: func(s *Services) *string { return &s.PulsarOAuth2Scope }},
@@ -70,7 +73,7 @@ var Settings = []Setting{
 		field: func(s *Services) *string { return &s.CassandraUser }},
 	{Flag: "cassandra-password", Env: "FOLDLINE_CASSANDRA_PASSWORD", Key: "cassandra.password", Usage: "Cassandra password", Secret: true, NoFlag: true,
 		field: func(s *Services) *string { return &s.CassandraPassword }},
-	{Flag: "cassandra-password-file", Env: "FOLDLINE_CASSANDRA_PASSWORD_FILE", Key: "cassandra.password-file", Usage: "file holding the Cassandra password (or set FOLDLINE_CASSANDRA_PASSWORD)",
+	{Flag: "cassandra-password-file", Env: "FOLDLINE_CASSANDRA_PASSWORD_FILE", Key: "cassandra.password-file", Usage: "file holding the Cassandra password (or set FOLDLINE_CASSANDRA_PASSWORD)", SecretFile: true,
 		field: func(s *Services) *string { return &s.CassandraPasswordFile }},
 	{Flag: "cassandra-tls", Env: "FOLDLINE_CASSANDRA_TLS", Key: "cassandra.tls", Usage: "connect to Cassandra with TLS (true or false; default: true when a --cassandra-tls-* file is given)", Bool: true,
 		field: func(s *Services) *string { return &s.cassandraTLS }},
@@ -78,7 +81,7 @@ var Settings = []Setting{
 		field: func(s *Services) *string { return &s.CassandraTLSCAFile }},
 	{Flag: "cassandra-tls-cert-file", Env: "FOLDLINE_CASSANDRA_TLS_CERT_FILE", Key: "cassandra.tls-cert-file", Usage: "PEM client certificate for Cassandra (with --cassandra-tls-key-file)",
 		field: func(s *Services) *string { return &s.CassandraTLSCertFile }},
-	{Flag: "cassandra-tls-key-file", Env: "FOLDLINE_CASSANDRA_TLS_KEY_FILE", Key: "cassandra.tls-key-file", Usage: "PEM private key of --cassandra-tls-cert-file",
+	{Flag: "cassandra-tls-key-file", Env: "FOLDLINE_CASSANDRA_TLS_KEY_FILE", Key: "cassandra.tls-key-file", Usage: "PEM private key of --cassandra-tls-cert-file", SecretFile: true,
 		field: func(s *Services) *string { return &s.CassandraTLSKeyFile }},
 	{Flag: "cassandra-tls-validate-hostname", Env: "FOLDLINE_CASSANDRA_TLS_VALIDATE_HOSTNAME", Key: "cassandra.tls-validate-hostname", Usage: "check that Cassandra's TLS certificate names its host (true or false; default true)", Bool: true,
 		field: func(s *Services) *string { return &s.cassandraTLSValidateHostname }},
@@ -194,6 +197,7 @@ func load(getenv func(string) string, useFile bool) (Services, error) {
 		return Services{}, err
 	}
 	s.stackDefaults()
+	s.warnSharedSecretFiles()
 	return s, nil
 }
 

@@ -86,5 +86,5 @@ func (b *Builder) buildGenerated(ctx context.Context, name string, source []byte
 	if b.Progress != nil {
 		fmt.Fprintf(b.Progress, "building %s (generated) for %s\n", name, platform)
 	}
-	return b.goBuild(ctx, root, "./"+name, filepath.Join(cache, FileName(name, platform)), platform, "-overlay", overlayFile)
+	return b.goBuild(ctx, root, "./"+name, cache, FileName(name, platform), platform, "-overlay", overlayFile)
 }

@@ -4,6 +4,15 @@
 // so the same source, toolchain and checkout path give the same bytes. The
 // build uses the go command's default flags so that it shares the build
 // cache with everyone's go build and go vet.
+//
+// Every checkout of a machine shares one binary cache, so two builds of
+// one package from different sources may run at once. The cache's entries
+// are therefore content-addressed and immutable: a build writes into a
+// private temporary folder, the binary is synced and hashed there, then
+// renamed to a name that ends with its digest, read-only. A name never
+// changes content, so a Binary's Path keeps the bytes its SHA256 names;
+// Binary.Pinned copies them out, checking the digest, for an upload that
+// must be the bytes the plan showed whatever happens to the cache.
 package gobuild
 
 import (
@@ -174,9 +183,13 @@ type Builder struct {
 	// the functions workers' platform (also on Kubernetes).
 	Platform Platform
 	// Prebuilt, when set, is a directory that foldline build filled: Build
-	// takes each binary from it (checking its digest and platform) instead
-	// of running go build.
+	// takes each binary from it (checking the index's signature, then each
+	// binary's digest and platform) instead of running go build.
 	Prebuilt string
+	// PrebuiltKey is the PEM file of the key Prebuilt's index must be
+	// signed with: the public key, or the private key foldline build
+	// signs with. Default DefaultSigningKeyFile().
+	PrebuiltKey string
 	// Progress, when set, receives one line per build.
 	Progress io.Writer
 
@@ -283,7 +296,7 @@ func (b *Builder) build(ctx context.Context, pkg string) (Binary, error) {
 	if b.Progress != nil {
 		fmt.Fprintf(b.Progress, "building %s for %s\n", pkg, platform)
 	}
-	return b.goBuild(ctx, b.Dir, pkg, filepath.Join(dir, FileName(pkg, platform)), platform)
+	return b.goBuild(ctx, b.Dir, pkg, dir, FileName(pkg, platform), platform)
 }
 
 // cacheDir returns the directory the binaries go to, created.
@@ -299,9 +312,15 @@ func (b *Builder) cacheDir() (string, error) {
 }
 
 // goBuild runs go build in dir for pkg (a package argument CheckPackage
-// accepts) into out, and fingerprints the binary; flags go before the
-// package.
-func (b *Builder) goBuild(ctx context.Context, dir, pkg, out string, platform Platform, flags ...string) (Binary, error) {
+// accepts) and stores the binary in the cache folder under name and its
+// digest (see store); flags go before the package.
+func (b *Builder) goBuild(ctx context.Context, dir, pkg, cache, name string, platform Platform, flags ...string) (Binary, error) {
+	tmp, err := os.MkdirTemp(cache, ".building-")
+	if err != nil {
+		return Binary{}, fmt.Errorf("building %s: %w", pkg, err)
+	}
+	defer os.RemoveAll(tmp)
+	out := filepath.Join(tmp, "bin")
 	// -trimpath: the same source builds the same bytes in any checkout, so
 	// deploy's fingerprint (which hashes the binary) does not see a change
 	// when CI builds from a fresh clone. -w drops the DWARF tables (a
@@ -324,11 +343,101 @@ func (b *Builder) goBuild(ctx context.Context, dir, pkg, out string, platform Pl
 		}
 		return Binary{}, fmt.Errorf("running go build for %s: %w", pkg, err)
 	}
-	sum, err := fileSHA256(out)
+	path, sum, err := store(cache, name, out)
 	if err != nil {
-		return Binary{}, err
+		return Binary{}, fmt.Errorf("storing the binary of %s: %w", pkg, err)
 	}
-	return Binary{Package: pkg, Path: out, SHA256: sum, Platform: platform}, nil
+	return Binary{Package: pkg, Path: path, SHA256: sum, Platform: platform}, nil
+}
+
+// store moves the binary built at built into the cache folder as
+// NAME-DIGEST, read-only: synced first, so that a name in the cache is
+// never a file half written, and renamed, so that it appears whole. A name
+// that exists already holds the same bytes (the digest says so): renaming
+// over it changes nothing a reader sees.
+func store(cache, name, built string) (path, sum string, err error) {
+	f, err := os.OpenFile(built, os.O_RDWR, 0)
+	if err != nil {
+		return "", "", err
+	}
+	h := sha256.New()
+	_, err = io.Copy(h, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = f.Chmod(0o555)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", "", err
+	}
+	sum = hex.EncodeToString(h.Sum(nil))
+	path = filepath.Join(cache, name+"-"+sum)
+	if err := os.Rename(built, path); err != nil {
+		return "", "", err
+	}
+	syncDir(cache)
+	return path, sum, nil
+}
+
+// syncDir syncs a folder's entries (best effort: not every system can).
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
+
+// ErrChanged is returned when a binary's file no longer holds the bytes
+// its digest names.
+var ErrChanged = errors.New("the binary is not the one built")
+
+// Pinned copies the binary into a new file of a private temporary folder,
+// checking on the way that its bytes are those bin.SHA256 names, and
+// returns the copy's path and a function that removes it. A deploy
+// uploads the copy: the bytes it fingerprinted and showed in its plan,
+// whoever writes to the cache or a prebuilt folder meanwhile.
+func (bin Binary) Pinned() (path string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "foldline-upload-")
+	if err != nil {
+		return "", nil, fmt.Errorf("copying binary %s: %w", bin.Path, err)
+	}
+	remove = func() { os.RemoveAll(dir) }
+	path = filepath.Join(dir, filepath.Base(bin.Path))
+	if err := copyChecked(bin.Path, path, bin.SHA256); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return path, remove, nil
+}
+
+// copyChecked copies src to a new file dst, and fails unless what it
+// copied has the digest want.
+func copyChecked(src, dst, want string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("reading binary %s: %w", src, err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o500)
+	if err != nil {
+		return fmt.Errorf("copying binary %s: %w", src, err)
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(out, h), in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("copying binary %s: %w", src, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return fmt.Errorf("%w: %s has digest %s, want %s", ErrChanged, src, got, want)
+	}
+	return nil
 }
 
 // Built returns the binaries built (or taken) so far, by package.

@@ -45,23 +45,32 @@ func TestPlatformsAndPrebuiltBinaries(t *testing.T) {
 		f.Close()
 		built[arch] = bin
 	}
-	if err := WriteIndex(out, DefaultPlatform, map[string]Binary{hello: built["amd64"]}); err != nil {
+	keyFile := filepath.Join(t.TempDir(), SigningKeyName)
+	key, _, err := SigningKey(keyFile)
+	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := (&Builder{Prebuilt: out}).Build(t.Context(), hello)
+	if err := WriteIndex(out, DefaultPlatform, map[string]Binary{hello: built["amd64"]}, key); err != nil {
+		t.Fatal(err)
+	}
+	got, err := (&Builder{Prebuilt: out, PrebuiltKey: keyFile}).Build(t.Context(), hello)
 	if err != nil || got.SHA256 != built["amd64"].SHA256 || got.Path != built["amd64"].Path {
 		t.Fatalf("prebuilt = %+v, %v; want %+v", got, err, built["amd64"])
 	}
-	if _, err := (&Builder{Prebuilt: out}).Build(t.Context(), other); !errors.Is(err, ErrPrebuilt) {
+	if _, err := (&Builder{Prebuilt: out, PrebuiltKey: keyFile}).Build(t.Context(), other); !errors.Is(err, ErrPrebuilt) {
 		t.Errorf("a package the directory lacks: %v, want ErrPrebuilt", err)
 	}
-	if _, err := (&Builder{Prebuilt: out, Platform: Platform{GOARCH: "arm64"}}).Build(t.Context(), hello); !errors.Is(err, ErrPrebuilt) {
+	if _, err := (&Builder{Prebuilt: out, PrebuiltKey: keyFile, Platform: Platform{GOARCH: "arm64"}}).Build(t.Context(), hello); !errors.Is(err, ErrPrebuilt) {
 		t.Errorf("another platform: %v, want ErrPrebuilt", err)
 	}
-	if err := os.WriteFile(filepath.Join(out, filepath.Base(built["amd64"].Path)), []byte("#!/bin/sh\necho tampered\n"), 0o755); err != nil {
+	tampered := filepath.Join(out, filepath.Base(built["amd64"].Path))
+	if err := os.Remove(tampered); err != nil { // a cache entry is read-only: replaced, not rewritten
 		t.Fatal(err)
 	}
-	if _, err := (&Builder{Prebuilt: out}).Build(t.Context(), hello); !errors.Is(err, ErrPrebuilt) {
+	if err := os.WriteFile(tampered, []byte("#!/bin/sh\necho tampered\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Builder{Prebuilt: out, PrebuiltKey: keyFile}).Build(t.Context(), hello); !errors.Is(err, ErrPrebuilt) {
 		t.Errorf("a binary changed since the build: %v, want ErrPrebuilt", err)
 	}
 	if _, err := (&Builder{Dir: root, CacheDir: out, Platform: Platform{GOOS: "linux; rm -rf /"}}).Build(t.Context(), hello); !errors.Is(err, ErrBadPlatform) {

@@ -1,13 +1,16 @@
 package gobuild
 
 import (
+	"cmp"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/foldline/foldline/internal/plainfile"
 )
 
 // Platform is a GOOS/GOARCH pair.
@@ -63,12 +66,16 @@ type IndexEntry struct {
 	SHA256 string `json:"sha256"`
 }
 
+// maxIndexBytes bounds the index: a line per binary.
+const maxIndexBytes = 16 << 20
+
 // ErrPrebuilt is returned when a prebuilt directory lacks a package, or
 // holds a binary whose digest or platform is not the one asked for.
 var ErrPrebuilt = errors.New("prebuilt binary unusable")
 
-// WriteIndex writes the index of the binaries built into dir.
-func WriteIndex(dir string, p Platform, bins map[string]Binary) error {
+// WriteIndex writes the index of the binaries built into dir, and its
+// signature with key (SignatureFile).
+func WriteIndex(dir string, p Platform, bins map[string]Binary, key ed25519.PrivateKey) error {
 	idx := Index{Platform: p, Binaries: map[string]IndexEntry{}}
 	for pkg, bin := range bins {
 		idx.Binaries[pkg] = IndexEntry{File: filepath.Base(bin.Path), SHA256: bin.SHA256}
@@ -77,21 +84,41 @@ func WriteIndex(dir string, p Platform, bins map[string]Binary) error {
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", IndexFile, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, IndexFile), append(data, '\n'), 0o644); err != nil {
+	data = append(data, '\n')
+	// The signature first: an index never stands next to a signature of
+	// another one it would pass for, and a failed write leaves an index
+	// that no longer verifies.
+	if err := plainfile.WriteAtomic(filepath.Join(dir, SignatureFile), sign(key, data), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", SignatureFile, err)
+	}
+	if err := plainfile.WriteAtomic(filepath.Join(dir, IndexFile), data, 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", IndexFile, err)
 	}
 	return nil
 }
 
-// prebuilt takes pkg's binary from b.Prebuilt, checking that it is there,
-// for the platform asked for, and unchanged since foldline build.
+// prebuilt takes pkg's binary from b.Prebuilt, checking that the index
+// carries the signature of b.PrebuiltKey's key, and that the binary is
+// there, for the platform asked for, and unchanged since foldline build.
 func (b *Builder) prebuilt(pkg string) (Binary, error) {
 	b.indexMu.Lock()
 	defer b.indexMu.Unlock()
 	if b.index == nil {
-		data, err := os.ReadFile(filepath.Join(b.Prebuilt, IndexFile))
+		key, err := verifyingKey(cmp.Or(b.PrebuiltKey, DefaultSigningKeyFile()))
+		if err != nil {
+			return Binary{}, fmt.Errorf("%w: %w", ErrPrebuilt, err)
+		}
+		data, err := plainfile.Read(filepath.Join(b.Prebuilt, IndexFile), maxIndexBytes)
 		if err != nil {
 			return Binary{}, fmt.Errorf("%w: reading the index of %s (made by foldline build --out): %w", ErrPrebuilt, b.Prebuilt, err)
+		}
+		sig, err := plainfile.Read(filepath.Join(b.Prebuilt, SignatureFile), maxKeyBytes)
+		if err != nil {
+			return Binary{}, fmt.Errorf("%w: reading the signature of the index of %s: %w", ErrPrebuilt, b.Prebuilt, err)
+		}
+		if !checkSignature(key, data, sig) {
+			return Binary{}, fmt.Errorf("%w: %s is not signed by the key in %s: the binaries were not built by foldline build with that key, or were changed since",
+				ErrPrebuilt, filepath.Join(b.Prebuilt, IndexFile), cmp.Or(b.PrebuiltKey, DefaultSigningKeyFile()))
 		}
 		var idx Index
 		if err := json.Unmarshal(data, &idx); err != nil {

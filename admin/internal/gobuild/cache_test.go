@@ -1,0 +1,126 @@
+package gobuild
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// checkout writes a module with one main package, cmd, that prints says:
+// two checkouts of one module with different sources.
+func checkout(t *testing.T, says string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod":      "module example.com/checkout\n\ngo 1.22\n",
+		"cmd/main.go": fmt.Sprintf("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(%q) }\n", says),
+	}
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func sha256Of(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// Two checkouts build the same package, from different sources, into one
+// cache at once: each gets a binary whose file holds the bytes its digest
+// names, after both builds as during them, and the cache keeps both.
+func TestConcurrentBuildsShareACache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds binaries")
+	}
+	cache := t.TempDir()
+	sources := []string{"checkout a", "checkout b"}
+	bins := make([]Binary, len(sources))
+	errs := make([]error, len(sources))
+	var wg sync.WaitGroup
+	for i, says := range sources {
+		dir := checkout(t, says)
+		wg.Go(func() {
+			b := &Builder{Dir: dir, CacheDir: cache}
+			bins[i], errs[i] = b.Build(t.Context(), "example.com/checkout/cmd")
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("building %s: %v", sources[i], err)
+		}
+	}
+	if bins[0].SHA256 == bins[1].SHA256 || bins[0].Path == bins[1].Path {
+		t.Fatalf("two sources built to %+v and %+v: want two binaries", bins[0], bins[1])
+	}
+	for i, bin := range bins {
+		if got := sha256Of(t, bin.Path); got != bin.SHA256 {
+			t.Errorf("%s: %s holds digest %s, the build said %s", sources[i], bin.Path, got, bin.SHA256)
+		}
+		info, err := os.Stat(bin.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm()&0o222 != 0 {
+			t.Errorf("%s: cache entry %s is writable (%v)", sources[i], bin.Path, info.Mode())
+		}
+	}
+	entries, err := os.ReadDir(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 {
+		t.Errorf("the cache holds %d entries, want the 2 binaries and no temporary file: %v", len(entries), entries)
+	}
+
+	// A rebuild of the same source names the same entry, and leaves it whole.
+	again, err := (&Builder{Dir: checkout(t, "checkout a"), CacheDir: cache}).Build(t.Context(), "example.com/checkout/cmd")
+	if err != nil || again.Path != bins[0].Path || sha256Of(t, again.Path) != bins[0].SHA256 {
+		t.Errorf("rebuilding checkout a: %+v, %v; want %s again", again, err, bins[0].Path)
+	}
+}
+
+// Pinned hands over a private copy of the bytes the digest names, and
+// refuses a file that changed since.
+func TestPinnedRefusesAChangedBinary(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bin")
+	if err := os.WriteFile(path, []byte("the bytes built"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := Binary{Package: "p", Path: path, SHA256: sha256Of(t, path)}
+	copied, remove, err := bin.Pinned()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if copied == path || sha256Of(t, copied) != bin.SHA256 {
+		t.Errorf("Pinned = %s, want a copy of %s with its bytes", copied, path)
+	}
+	remove()
+	if _, err := os.Stat(copied); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the copy outlived remove: %v", err)
+	}
+	if err := os.WriteFile(path, []byte("other bytes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := bin.Pinned(); !errors.Is(err, ErrChanged) {
+		t.Errorf("Pinned of a changed file: %v, want ErrChanged", err)
+	}
+}
