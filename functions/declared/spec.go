@@ -144,13 +144,23 @@ func lookupType(name string) (columnType, bool) {
 // ErrInvalidSpec is what every error of Validate is (errors.Is).
 var ErrInvalidSpec = errors.New("invalid declared view")
 
-// Validate returns every problem of the spec at once (errors.Join), each
-// starting with the spec's field it is about ("columns[1].value: …"),
-// all matching ErrInvalidSpec.
+// SpecError is one problem of a Spec: the spec's field it is about
+// ("columns[1].value") and what is wrong.
+type SpecError struct {
+	Field, Message string
+}
+
+func (e *SpecError) Error() string { return e.Field + ": " + e.Message }
+
+// Is makes errors.Is(err, ErrInvalidSpec) hold.
+func (e *SpecError) Is(target error) bool { return target == ErrInvalidSpec }
+
+// Validate returns every problem of the spec at once: the *SpecErrors,
+// joined (errors.Join).
 func (s Spec) Validate() error {
 	var errs []error
 	problem := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s: %w", field, fmt.Sprintf(format, args...), ErrInvalidSpec))
+		errs = append(errs, &SpecError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	if s.View == "" {
 		problem("view", "missing")
