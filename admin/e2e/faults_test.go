@@ -103,6 +103,9 @@ func TestShopViewsIgnoreRepublishedOperations(t *testing.T) {
 		}
 	}
 	for _, v := range report.Views {
+		if _, ok := republished[v.Table+"-sink"]; !ok {
+			continue // a view declared in YAML, whose operations were not republished
+		}
 		if v.Skipped == nil || *v.Skipped == 0 {
 			t.Errorf("status of view %s shows no skipped operations", v.View)
 		}

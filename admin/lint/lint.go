@@ -44,10 +44,11 @@ func NewCommand() *cobra.Command {
 		Short: "Check manifests: fields, types, the DAG, and that every function builds",
 		Long: `Check a manifest directory (default manifests/) without touching any cluster:
 unknown fields and wrong types, topics read but written by nothing, cycles, views
-with two writers, view columns without a merge rule, function binaries that do not
-build, and, when the pipeline names sample events, operations the code emits over them
-that a view lacks or contradicts (a column, a merge, the key, another view). Every problem is printed as file:line: field: message; the exit code is 1
-when there is any.`,
+with two writers, view columns without a merge rule, fields a declared view names
+that the events of its sample lack, function binaries that do not build, and, when
+the pipeline names sample events, operations the code emits over them that a view
+lacks or contradicts (a column, a merge, the key, another view). Every problem is
+printed as file:line: field: message; the exit code is 1 when there is any.`,
 		Example: "  foldline lint\n  foldline lint --skip-build -o json manifests/",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

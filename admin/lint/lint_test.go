@@ -31,6 +31,14 @@ func TestRun(t *testing.T) {
 			skipBuild: true,
 		},
 		{
+			name:      "a declared view naming a field its events lack",
+			dir:       filepath.Join("testdata", "declared"),
+			skipBuild: true,
+			wantLines: [][2]string{
+				{filepath.Join("testdata", "declared", "views", "user_spend_7d.yaml") + ":15: columns[1].value: ", "field price_cent is in no purchase event of samples/events.jsonl"},
+			},
+		},
+		{
 			name: "binary that does not build",
 			dir:  filepath.Join("testdata", "buildfail"),
 			wantLines: [][2]string{

@@ -72,6 +72,11 @@ func (s *Set) applyDefaults() {
 		if v.Keyspace == "" && s.Tenant != nil {
 			v.Keyspace = s.Tenant.Keyspace
 		}
+		for i := range v.Columns {
+			if c := &v.Columns[i]; c.Merge == "" && v.From != nil {
+				c.Merge = c.Aggregate.Merge() // "" for no aggregate, reported by checkDeclared
+			}
+		}
 		if v.Version == 0 {
 			v.Version = 1
 		}
@@ -338,15 +343,22 @@ func (s *Set) checkView(v *View) Problems {
 	if strings.TrimSpace(v.Description) == "" {
 		ps = append(ps, v.Problem("description", "required: say what the view holds and what it is for (the view catalog shows it: foldline views describe)"))
 	}
+	noMerge := map[string]bool{}
 	for i, c := range v.Columns {
-		if c.Merge == "" {
-			ps = append(ps, v.Problem(fmt.Sprintf("columns[%d].merge", i), "column %s has no merge rule: want set, add, max, min or latest", c.Name))
+		if c.Merge != "" {
+			continue
+		}
+		field := fmt.Sprintf("columns[%d].merge", i)
+		noMerge[field] = true
+		if v.From == nil { // a declared view's merge comes from its aggregate (checkDeclared)
+			ps = append(ps, v.Problem(field, "column %s has no merge rule: want set, add, max, min or latest", c.Name))
 		}
 	}
+	ps = append(ps, s.checkDeclared(v)...)
 	// The sink's own check of the table definition, located by the field
 	// each message starts with.
 	for _, p := range sinkProblems(v.Schema().Validate()) {
-		if strings.HasSuffix(p.field, ".merge") && strings.HasPrefix(p.message, `"":`) {
+		if noMerge[p.field] {
 			continue // reported above in plainer words
 		}
 		switch p.field {

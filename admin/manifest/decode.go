@@ -19,12 +19,18 @@ type Source struct {
 	// file's name).
 	File  string
 	lines map[string]int
+	// fields is set on the source of a document Foldline synthesized from
+	// another (a declared view's function, from its view): it maps the
+	// synthesized document's fields to the fields of the document the user
+	// wrote, where its problems are reported. A field it does not name
+	// goes to the nearest enclosing field it names, else to its "".
+	fields map[string]string
 }
 
 // Line returns the line of field (a path such as "namespaces[1].retention"),
 // falling back to the nearest enclosing field that has one, then to line 1.
 func (s Source) Line(field string) int {
-	for f := field; ; {
+	for f := s.written(field); ; {
 		if line, ok := s.lines[f]; ok {
 			return line
 		}
@@ -40,6 +46,24 @@ func (s Source) Line(field string) int {
 	return 1
 }
 
+// written is the field of the document the user wrote that field stands
+// for: field itself, but for a synthesized document (see fields).
+func (s Source) written(field string) string {
+	if s.fields == nil {
+		return field
+	}
+	for f := field; ; {
+		if w, ok := s.fields[f]; ok {
+			return w
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i < 0 {
+			return s.fields[""]
+		}
+		f = f[:i]
+	}
+}
+
 // Has reports whether the document gave field (a bool left out and one set
 // to false look the same once decoded).
 func (s Source) Has(field string) bool {
@@ -49,7 +73,7 @@ func (s Source) Has(field string) bool {
 
 // Problem returns a problem located at field of this source.
 func (s Source) Problem(field, format string, args ...any) Problem {
-	return Problem{File: s.File, Line: s.Line(field), Field: field, Message: fmt.Sprintf(format, args...)}
+	return Problem{File: s.File, Line: s.Line(field), Field: s.written(field), Message: fmt.Sprintf(format, args...)}
 }
 
 // decoder fills Go values from YAML nodes strictly: an unknown field or a
@@ -139,6 +163,10 @@ func (d *decoder) decode(node *yaml.Node, v reflect.Value, path string) {
 		d.decode(node, elem.Elem(), path)
 		v.Set(elem)
 	case reflect.Struct:
+		if _, ok := textUnmarshaler(v); ok {
+			d.decodeScalar(node, v, path) // a value written as text (an expression)
+			return
+		}
 		d.decodeStruct(node, v, path)
 	case reflect.Slice:
 		if node.Kind != yaml.SequenceNode {

@@ -2,6 +2,9 @@
 // their policies, ledger topics, keyspace), the pipelines (functions, each
 // a Pulsar function config file plus the Go package of its binary) and the
 // views (table definition, merge rules, sink) — and checks it as a whole.
+// A view may also be declared straight from the events (a from section and
+// aggregates, see declared.go): the loader then adds the function that
+// folds them, and checks the fields it names against a sample of events.
 //
 // Every problem carries the file, line and field it is about, and Load
 // returns all of them at once, so that `foldline lint` can report them the

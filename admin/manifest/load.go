@@ -68,7 +68,15 @@ func Load(dir string) (*Set, error) {
 	}
 	l.resolveFunctions()
 	l.set.applyDefaults()
-	l.problems = append(l.problems, l.set.check()...)
+	l.set.declareFunctions()
+	// A field whose value could not be read is reported once, for that:
+	// the checks see it as absent.
+	unreadable := l.problems
+	for _, p := range l.set.check() {
+		if !slices.ContainsFunc(unreadable, func(u Problem) bool { return u.File == p.File && u.Line == p.Line && u.Field == p.Field }) {
+			l.problems = append(l.problems, p)
+		}
+	}
 	return l.set, l.problems.Err()
 }
 

@@ -62,6 +62,9 @@ func (s *Set) Retarget(tenant, keyspace string) error {
 	for _, v := range s.Views {
 		v.Keyspace = keyspace
 		v.Sink.Input = topic(v.Sink.Input)
+		if v.From != nil {
+			v.From.Input = topic(v.From.Input)
+		}
 		v.Sink.UserConfig = retargetUserConfig(v.Sink.UserConfig, topic)
 	}
 	return s.check().Err()

@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/foldline/foldline/functions/declared"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -150,14 +151,33 @@ type View struct {
 	Key []cassandra.KeyColumn `yaml:"key"`
 	// Columns lists the value columns, each with its CQL type and merge rule,
 	// and for a windowed view its window.
-	Columns []cassandra.ValueColumn `yaml:"columns"`
+	Columns []Column `yaml:"columns"`
 	// Hop is a windowed view's tile size (e.g. 1h for 7d windows); see
 	// cassandra.ViewSchema.Hop.
 	Hop cassandra.Span `yaml:"hop"`
+	// From declares the view straight from the events of a topic, with no
+	// Go: the loader adds the function that folds them (see From). Absent:
+	// a pipeline function writes the view's operations.
+	From *From `yaml:"from"`
 	// Sink is the function that applies the view's operations.
 	Sink Sink `yaml:"sink"`
 
 	Source `yaml:"-"`
+}
+
+// Column is one value column of a view: its table definition, and for a
+// declared view (one with from) how events fold into it.
+type Column struct {
+	cassandra.ValueColumn `yaml:",inline"`
+	// Aggregate is how a declared view's events fold into the column:
+	// count, sum, min, max or last (see declared.Aggregate). It implies the
+	// merge rule (count and sum add, min, max, last is latest), which may
+	// then be left out. Only a declared view has one.
+	Aggregate declared.Aggregate `yaml:"aggregate"`
+	// Value is what each event gives the column: an event field, or an
+	// integer expression over fields such as qty * price_cents (see
+	// declared.Expr). Every aggregate but count needs one.
+	Value declared.Expr `yaml:"value"`
 }
 
 // Table is the view's table for its version.
@@ -165,7 +185,11 @@ func (v *View) Table() string { return fmt.Sprintf("%s_v%d", v.Name, v.Version) 
 
 // Schema is the table definition the sink receives and deploy creates.
 func (v *View) Schema() cassandra.ViewSchema {
-	return cassandra.ViewSchema{Keyspace: v.Keyspace, Table: v.Table(), View: v.Name, Key: v.Key, Columns: v.Columns, Hop: v.Hop}
+	columns := make([]cassandra.ValueColumn, len(v.Columns))
+	for i, c := range v.Columns {
+		columns[i] = c.ValueColumn
+	}
+	return cassandra.ViewSchema{Keyspace: v.Keyspace, Table: v.Table(), View: v.Name, Key: v.Key, Columns: columns, Hop: v.Hop}
 }
 
 // Sink is how a view's sink function is deployed.
@@ -202,8 +226,12 @@ type Function struct {
 	Binary string
 	// Config is the function config as the file gives it.
 	Config utils.FunctionConfig
-	// Pipeline is the name of the pipeline that lists it.
+	// Pipeline is the name of the pipeline that lists it, "" for a
+	// declared view's function.
 	Pipeline string
+	// Declared is the view whose from section the loader made this
+	// function of; nil for a function a pipeline lists.
+	Declared *View
 	// Ref is where the pipeline lists it (field ref.Field).
 	Ref      Source
 	RefField string

@@ -24,8 +24,24 @@ type Column struct {
 	Name string `json:"name"`
 	Type string `json:"type"`
 	// Merge is the value column's merge rule, "" for a key column.
-	Merge       string `json:"merge,omitempty"`
+	Merge string `json:"merge,omitempty"`
+	// Aggregate and Value are how a declared view's events fold into the
+	// column (count; sum of qty * price_cents), "" for other views'.
+	Aggregate   string `json:"aggregate,omitempty"`
+	Value       string `json:"value,omitempty"`
 	Description string `json:"description,omitempty"`
+}
+
+// merge is the column's MERGE cell: its rule, and the aggregate that
+// implies it for a declared view's column.
+func (c Column) merge() string {
+	switch {
+	case c.Aggregate == "":
+		return c.Merge
+	case c.Value == "":
+		return fmt.Sprintf("%s (%s)", c.Merge, c.Aggregate)
+	}
+	return fmt.Sprintf("%s (%s of %s)", c.Merge, c.Aggregate, c.Value)
 }
 
 // Catalog is what the manifests say of a view: what it holds, who owns it,
@@ -48,7 +64,7 @@ func catalogOf(v *manifest.View) Catalog {
 		c.Key = append(c.Key, Column{Name: k.Name, Type: k.Type, Description: k.Description})
 	}
 	for _, col := range v.Columns {
-		c.Columns = append(c.Columns, Column{Name: col.Name, Type: col.Type, Merge: string(col.Merge), Description: col.Description})
+		c.Columns = append(c.Columns, Column{Name: col.Name, Type: col.Type, Merge: string(col.Merge), Aggregate: string(col.Aggregate), Value: col.Value.String(), Description: col.Description})
 	}
 	return c
 }
@@ -172,7 +188,7 @@ func (d *Description) Write(w io.Writer, now time.Time) {
 		fmt.Fprintf(tw, "%s\t%s\t(key)\t%s\n", c.Name, c.Type, textcap.Line(c.Description))
 	}
 	for _, c := range d.Columns {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, c.Type, c.Merge, textcap.Line(c.Description))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, c.Type, textcap.Line(c.merge()), textcap.Line(c.Description))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nactive table: %s (the manifests' version: %s)\n", orDash(d.ActiveTable), d.ManifestTable)

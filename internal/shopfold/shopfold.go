@@ -65,6 +65,8 @@ const (
 type Folder struct {
 	res  Result
 	line int
+	// purchases are the valid purchase events, in ledger order.
+	purchases []Purchase
 }
 
 // NewFolder returns a folder with empty views.
@@ -83,6 +85,11 @@ func Fold(lines [][]byte) Result {
 	}
 	return f.Result()
 }
+
+// Purchases returns the valid purchase events folded so far, in ledger
+// order (for the windowed views, see window.go). The slice is the
+// folder's own.
+func (f *Folder) Purchases() []Purchase { return f.purchases }
 
 // Result returns the views so far. The maps are the folder's own: do not
 // change them, and do not Add while reading them.
@@ -142,6 +149,7 @@ func (f *Folder) add(line []byte) error {
 		v.str("order")
 		sku, qty, price := v.str("sku"), v.count("qty", maxQty), v.count("price_cents", maxPriceCents)
 		apply = func() {
+			f.purchases = append(f.purchases, Purchase{User: user, SKU: sku, Qty: qty, PriceCents: price, Time: at})
 			r := f.res.UserActivity[user]
 			r.Purchases++
 			r.SpentCents += qty * price

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf"
@@ -71,11 +72,23 @@ func handler(process func(transform.Message) ([]pf.Record, error)) func(context.
 		}
 		return process(transform.Message{
 			Key:       in.Message.Key(),
-			EventTime: in.Message.EventTime(),
+			EventTime: eventTime(in.Message.EventTime()),
 			Payload:   payload,
 			Origin:    in.Origin,
 		})
 	}
+}
+
+// eventTime is a message's event time as transform.Message carries it:
+// zero when the producer set none, which the Pulsar client reports as the
+// Unix epoch (the protocol's 0 means unset). A transformation that folds
+// by event time (a declared view's) then refuses the message instead of
+// putting it in 1970.
+func eventTime(t time.Time) time.Time {
+	if t.UnixMilli() == 0 {
+		return time.Time{}
+	}
+	return t
 }
 
 // Process is what the handler does once it has read the message from the

@@ -94,3 +94,20 @@ func TestHandlerOutsideTheRuntime(t *testing.T) {
 		t.Errorf("got %v, want ErrNoFunctionContext", err)
 	}
 }
+
+// TestEventTimeUnsetIsZero: the Pulsar client reports a message without an
+// event time as the Unix epoch; a transformation sees the zero time that
+// transform.Input documents.
+func TestEventTimeUnsetIsZero(t *testing.T) {
+	at := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	for in, want := range map[time.Time]time.Time{
+		time.Unix(0, 0):         {},
+		{}:                      {},
+		at:                      at,
+		time.UnixMilli(1).UTC(): time.UnixMilli(1).UTC(),
+	} {
+		if got := run.EventTime(in); !got.Equal(want) || got.IsZero() != want.IsZero() {
+			t.Errorf("EventTime(%v) = %v, want %v", in, got, want)
+		}
+	}
+}
