@@ -169,7 +169,7 @@ func (v *View) declaredSpec() (declared.Spec, Problems) {
 	return spec, ps
 }
 
-// specFields maps the fields of a Spec to a declared view's (the columns
+// specField maps a field of a Spec to the declared view's (the columns
 // keep theirs).
 func specField(field string) string {
 	switch {
