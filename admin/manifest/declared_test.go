@@ -7,6 +7,7 @@ import (
 
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/functions/declared"
+	"github.com/foldline/foldline/internal/testenv"
 )
 
 const (
@@ -20,7 +21,7 @@ const (
 // view's spec in its user config; it reads from.input and writes the
 // view's sink input, so deploy, plan, status and backfill see it.
 func TestDeclaredViewIsAStage(t *testing.T) {
-	set, err := manifest.Load(copyShopManifests(t))
+	set, err := manifest.Load(testenv.ShopManifests(t))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
