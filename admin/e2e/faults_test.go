@@ -12,6 +12,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/foldline/foldline/admin/internal/target"
+	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/admin/status"
 	"github.com/foldline/foldline/internal/testenv"
 )
@@ -23,39 +24,62 @@ const pipelineNS = "pipeline"
 var sinks = []struct{ name, input string }{
 	{"user_activity_v1-sink", "user-activity-ops"},
 	{"product_sales_v1-sink", "product-sales-ops"},
+	{"user_purchases_7d_v1-sink", "user_purchases_7d-ops"},
+	{"sku_units_1d_v1-sink", "sku_units_1d-ops"},
 }
 
-// kill sends SIGKILL to every instance of a function and waits until the
-// worker has started it again.
-func (s *shop) kill(t *testing.T, name string) {
+// kill sends SIGKILL to every instance of each function and waits until
+// the worker has started them all again.
+func (s *shop) kill(t *testing.T, names ...string) {
 	t.Helper()
-	pids := testenv.InstancePIDs(t, s.tenant, pipelineNS, name)
-	if len(pids) == 0 {
-		t.Fatalf("no running instance of %s to kill", name)
-	}
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			t.Fatalf("killing %s (pid %d): %v", name, pid, err)
+	killed := map[string][]int{}
+	for _, name := range names {
+		pids := testenv.InstancePIDs(t, s.tenant, pipelineNS, name)
+		if len(pids) == 0 {
+			t.Fatalf("no running instance of %s to kill", name)
 		}
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatalf("killing %s (pid %d): %v", name, pid, err)
+			}
+		}
+		killed[name] = pids
 	}
-	testenv.WaitFor(t, time.Minute, name+" restarted by the worker", func() bool {
-		now := testenv.InstancePIDs(t, s.tenant, pipelineNS, name)
-		return len(now) == len(pids) && now[0] != pids[0]
-	})
+	for _, name := range names {
+		pids := killed[name]
+		testenv.WaitFor(t, time.Minute, name+" restarted by the worker", func() bool {
+			now := testenv.InstancePIDs(t, s.tenant, pipelineNS, name)
+			return len(now) == len(pids) && now[0] != pids[0]
+		})
+	}
 }
 
-// TestShopViewsSurviveKilledInstances kills the sinks' and a
-// transformation's instances with kill -9 several times while events flow
-// (issue 6 (b)).
+// stageNames are the names of every function and sink the shop's
+// manifests deploy.
+func (s *shop) stageNames(t *testing.T) []string {
+	t.Helper()
+	set, err := manifest.Load(s.opts.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, st := range set.Stages() {
+		names = append(names, st.Name)
+	}
+	return names
+}
+
+// TestShopViewsSurviveKilledInstances kills every stage's instances, the
+// transformations', the declared views' and the sinks', with kill -9
+// several times while events flow (issue 6 (b)); the views, the windowed
+// ones included, then equal the fold.
 func TestShopViewsSurviveKilledInstances(t *testing.T) {
 	s := deployShop(t, "kill")
+	stages := s.stageNames(t)
 	events := generate(t, 8000, 12)
 	for i := 0; i < len(events); i += 2000 {
 		s.ingest(t, events[i:i+2000])
-		for _, sink := range sinks {
-			s.kill(t, sink.name)
-		}
-		s.kill(t, "user-activity")
+		s.kill(t, stages...)
 	}
 	s.waitForFold(t, 5*time.Minute)
 }

@@ -156,7 +156,10 @@ func (s *shop) checkSinksStalled(t *testing.T) {
 		}
 		return len(transformations) > 0
 	})
-	for _, sink := range sinks {
+	// The all-time views' sinks: a windowed view's sink may acknowledge
+	// every operation of this part without Cassandra, rightly, when their
+	// events are older than its windows (their tiles expired: dropped).
+	for _, sink := range sinks[:2] {
 		if sinkOps[sink.name] == 0 {
 			t.Errorf("sink %s acknowledged every operation while a Cassandra node was down: its writes at LOCAL_QUORUM cannot have reached both replicas", sink.name)
 		}
