@@ -279,6 +279,10 @@ func (s *shop) windowsDiff(t testing.TB) string {
 		_ = folder.Add(l)
 	}
 	purchases := folder.Purchases()
+	now := time.Now()
+	if len(shopfold.SKUUnitsAt(purchases, now)) == 0 {
+		return "no purchase of the ledger is in a 1-day window: the windowed views would not be checked"
+	}
 	users, skus := map[string]bool{}, map[string]bool{}
 	for _, p := range purchases {
 		users[p.User], skus[p.SKU] = true, true
@@ -291,7 +295,7 @@ func (s *shop) windowsDiff(t testing.TB) string {
 		}
 		views[i] = v
 	}
-	return compareDeclared(t.Context(), views[0], views[1], purchases, time.Now(), slices.Sorted(maps.Keys(users)), slices.Sorted(maps.Keys(skus)))
+	return compareDeclared(t.Context(), views[0], views[1], purchases, now, slices.Sorted(maps.Keys(users)), slices.Sorted(maps.Keys(skus)))
 }
 
 // waitForFold polls the views until they equal the fold of the ledger, and
@@ -317,7 +321,7 @@ func (s *shop) waitForResult(t testing.TB, want shopfold.Result, timeout time.Du
 				last = s.windowsDiff(t)
 			}
 			if last == "" {
-				t.Logf("views equal the fold of %d ledger events: %d users, %d skus", len(s.ledger), len(want.UserActivity), len(want.ProductSales))
+				t.Logf("views equal the fold of %d ledger events: %d users, %d skus (windowed views compared: %v)", len(s.ledger), len(want.UserActivity), len(want.ProductSales), s.windowed)
 				return
 			}
 		} else {
