@@ -23,7 +23,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+# foldline build builds from the git-tracked files only, and the build
+# context has no .git (.dockerignore): every file of the context is a
+# source, so it is all added to a new repository's index.
 RUN CGO_ENABLED=0 go build -trimpath -ldflags=-w -o /out/foldline ./admin/cmd/foldline \
+ && git init -q && git add --all \
  && /out/foldline build --goos "$GOOS" --goarch "$GOARCH" --signing-key /out/binaries.key --out /out/binaries manifests/ \
  && mkdir -p /out/tmp /out/home
 

@@ -43,7 +43,9 @@ func NewCommand() *cobra.Command {
 		Use:   "build [DIR]",
 		Short: "Build every function and sink binary the manifests name into a directory",
 		Long: `Build the binary of every function and sink that the manifests in DIR (default
-manifests/) name, for --goos/--goarch (default linux/amd64, statically), into --out,
+manifests/) name — packages under functions/ or sinks/ of the module, built from a
+copy of its git-tracked files only (untracked files, such as the local stack's
+state, are never seen) — for --goos/--goarch (default linux/amd64, statically), into --out,
 with an index of their SHA-256 digests (` + gobuild.IndexFile + `), signed with
 --signing-key (an Ed25519 key, made on the first build, default
 ~/.config/foldline/` + gobuild.SigningKeyName + `). foldline deploy --binaries DIR then

@@ -46,7 +46,9 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 	for _, st := range order {
 		bin, err := builder.Build(ctx, st.Binary)
 		if err != nil {
-			return nil, fmt.Errorf("building function %s: %w", st.Name, err)
+			// Named at the manifest's line: a binary refused (not under
+			// functions/ or sinks/, untracked) is fixed there.
+			return nil, fmt.Errorf("%s: %w", st.BinaryProblem("building function %s", st.Name), err)
 		}
 		conf, err := functionConfig(st, cassandraHosts, set.Tenant.Replication)
 		if err != nil {

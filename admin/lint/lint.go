@@ -150,23 +150,16 @@ func buildAll(ctx context.Context, set *manifest.Set, cacheDir string, progress 
 				case errors.Is(err, gobuild.ErrNotAPackage):
 					msg = err.Error()
 				default:
-					return append(problems, binaryProblem(st, fmt.Sprintf("%s could not build: %v", st.Binary, err)))
+					return append(problems, st.BinaryProblem("%s could not build: %v", st.Binary, err))
 				}
 			}
 			failed[st.Binary] = msg
 		}
 		if msg != "" {
-			problems = append(problems, binaryProblem(st, msg))
+			problems = append(problems, st.BinaryProblem("%s", msg))
 		}
 	}
 	return problems
-}
-
-func binaryProblem(st *manifest.Stage, msg string) manifest.Problem {
-	if st.Function != nil {
-		return st.Function.Ref.Problem(st.Function.RefField+".binary", "%s", msg)
-	}
-	return st.View.Problem("sink.binary", "%s", msg)
 }
 
 // firstLines keeps the first n lines of the compiler's output, joined, so

@@ -42,7 +42,7 @@ func TestRun(t *testing.T) {
 			name: "binary that does not build",
 			dir:  filepath.Join("testdata", "buildfail"),
 			wantLines: [][2]string{
-				{filepath.Join("testdata", "buildfail", "pipeline.yaml") + ":5: functions[0].binary: ", "./broken does not build: broken/main.go:5:15: undefined: notDefined"},
+				{filepath.Join("testdata", "buildfail", "pipeline.yaml") + ":5: functions[0].binary: ", "functions/examples/testdata/broken/main.go:7:15: undefined: notDefined"},
 			},
 		},
 	}
@@ -119,6 +119,10 @@ func TestHostileBinaryRunsNothing(t *testing.T) {
 		// which knows the module.
 		{name: "another module", binary: "example.com/evil/cmd", want: "not in the module github.com/foldline/foldline"},
 		{name: "out of the module", binary: "../../../../../../../tmp/evil", want: "leads out of the module"},
+		// A binary is a package under functions/ or sinks/: the module's
+		// root could embed the local stack's keys (.stack/credentials).
+		{name: "the module's root", binary: "github.com/foldline/foldline", want: "is the module's root, not a package under functions/ or sinks/"},
+		{name: "outside functions and sinks", binary: "github.com/foldline/foldline/admin/cmd/foldline", want: "is admin/cmd/foldline/, not a package under functions/ or sinks/"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -47,6 +47,15 @@ type Stage struct {
 // FullName is tenant/namespace/name, as Pulsar names a function.
 func (s *Stage) FullName() string { return s.Tenant + "/" + s.Namespace + "/" + s.Name }
 
+// BinaryProblem is a problem located at the manifest field that names the
+// stage's binary (a pipeline's functions[i].binary, a view's sink.binary).
+func (s *Stage) BinaryProblem(format string, args ...any) Problem {
+	if s.Function != nil {
+		return s.Function.Ref.Problem(s.Function.RefField+".binary", format, args...)
+	}
+	return s.View.Problem("sink.binary", format, args...)
+}
+
 // DeadLetterTopic is the stage's dead-letter topic, "" when it has none.
 func (s *Stage) DeadLetterTopic() string {
 	dlt, _ := s.userConfig()[UserConfigDeadLetterTopic].(string)

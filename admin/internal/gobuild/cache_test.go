@@ -6,30 +6,52 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 )
 
-// checkout writes a module with one main package, cmd, that prints says:
-// two checkouts of one module with different sources.
+// checkout writes a module with one main package, functions/cmd, that
+// prints says, all of it tracked by git: two checkouts of one module with
+// different sources.
 func checkout(t *testing.T, says string) string {
 	t.Helper()
+	return gitCheckout(t, map[string]string{
+		"functions/cmd/main.go": fmt.Sprintf("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(%q) }\n", says),
+	}, nil)
+}
+
+// gitCheckout writes a module example.com/checkout of the tracked files
+// (git add) and the untracked ones, and returns its folder.
+func gitCheckout(t *testing.T, tracked, untracked map[string]string) string {
+	t.Helper()
 	dir := t.TempDir()
-	files := map[string]string{
-		"go.mod":      "module example.com/checkout\n\ngo 1.22\n",
-		"cmd/main.go": fmt.Sprintf("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(%q) }\n", says),
-	}
-	for name, content := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
+	tracked["go.mod"] = "module example.com/checkout\n\ngo 1.22\n"
+	write := func(files map[string]string) {
+		for name, content := range files {
+			path := filepath.Join(dir, name)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
+	write(tracked)
+	git(t, dir, "init", "-q")
+	git(t, dir, "add", "--all")
+	write(untracked)
 	return dir
+}
+
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
 }
 
 func sha256Of(t *testing.T, path string) string {
@@ -58,7 +80,7 @@ func TestConcurrentBuildsShareACache(t *testing.T) {
 		dir := checkout(t, says)
 		wg.Go(func() {
 			b := &Builder{Dir: dir, CacheDir: cache}
-			bins[i], errs[i] = b.Build(t.Context(), "example.com/checkout/cmd")
+			bins[i], errs[i] = b.Build(t.Context(), "example.com/checkout/functions/cmd")
 		})
 	}
 	wg.Wait()
@@ -91,7 +113,7 @@ func TestConcurrentBuildsShareACache(t *testing.T) {
 	}
 
 	// A rebuild of the same source names the same entry, and leaves it whole.
-	again, err := (&Builder{Dir: checkout(t, "checkout a"), CacheDir: cache}).Build(t.Context(), "example.com/checkout/cmd")
+	again, err := (&Builder{Dir: checkout(t, "checkout a"), CacheDir: cache}).Build(t.Context(), "example.com/checkout/functions/cmd")
 	if err != nil || again.Path != bins[0].Path || sha256Of(t, again.Path) != bins[0].SHA256 {
 		t.Errorf("rebuilding checkout a: %+v, %v; want %s again", again, err, bins[0].Path)
 	}

@@ -72,19 +72,24 @@ func (b *Builder) buildGenerated(ctx context.Context, name string, source []byte
 	}
 	defer os.RemoveAll(tmp)
 	file := filepath.Join(tmp, "main.go")
-	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(root, name, "main.go"): file}})
-	if err != nil {
-		return Binary{}, fmt.Errorf("writing the overlay of %s: %w", name, err)
-	}
-	overlayFile := filepath.Join(tmp, "overlay.json")
 	if err := os.WriteFile(file, source, 0o644); err != nil {
 		return Binary{}, fmt.Errorf("writing generated source: %w", err)
 	}
-	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
-		return Binary{}, fmt.Errorf("writing the overlay of %s: %w", name, err)
+	// The package lies at the root of the copy of the sources the build
+	// runs in (goBuild), known once the copy is made.
+	overlay := func(copyRoot string) ([]string, error) {
+		data, err := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(copyRoot, name, "main.go"): file}})
+		if err != nil {
+			return nil, fmt.Errorf("writing the overlay of %s: %w", name, err)
+		}
+		overlayFile := filepath.Join(tmp, "overlay.json")
+		if err := os.WriteFile(overlayFile, data, 0o644); err != nil {
+			return nil, fmt.Errorf("writing the overlay of %s: %w", name, err)
+		}
+		return []string{"-overlay", overlayFile}, nil
 	}
 	if b.Progress != nil {
 		fmt.Fprintf(b.Progress, "building %s (generated) for %s\n", name, platform)
 	}
-	return b.goBuild(ctx, root, "./"+name, cache, FileName(name, platform), platform, "-overlay", overlayFile)
+	return b.goBuild(ctx, root, "./"+name, cache, FileName(name, platform), platform, overlay)
 }

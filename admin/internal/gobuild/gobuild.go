@@ -192,8 +192,12 @@ type Builder struct {
 	PrebuiltKey string
 	// Progress, when set, receives one line per build.
 	Progress io.Writer
+	// Roots are the module's folders whose packages Build builds (see
+	// BinaryRoots, the default).
+	Roots []string
 
 	mu        sync.Mutex
+	sources   *sources             // the tracked files' copy builds running now share
 	jobs      map[string]*buildJob // by package: built, or being built
 	generated map[string]*buildJob // BuildGenerated's, by the source's digest
 	indexMu   sync.Mutex
@@ -289,6 +293,13 @@ func (b *Builder) build(ctx context.Context, pkg string) (Binary, error) {
 	if err := checkInModule(cmp.Or(b.Dir, "."), pkg); err != nil {
 		return Binary{}, err
 	}
+	roots := b.Roots
+	if roots == nil {
+		roots = BinaryRoots
+	}
+	if err := checkRoot(cmp.Or(b.Dir, "."), pkg, roots); err != nil {
+		return Binary{}, err
+	}
 	dir, err := b.cacheDir()
 	if err != nil {
 		return Binary{}, err
@@ -296,7 +307,7 @@ func (b *Builder) build(ctx context.Context, pkg string) (Binary, error) {
 	if b.Progress != nil {
 		fmt.Fprintf(b.Progress, "building %s for %s\n", pkg, platform)
 	}
-	return b.goBuild(ctx, b.Dir, pkg, dir, FileName(pkg, platform), platform)
+	return b.goBuild(ctx, cmp.Or(b.Dir, "."), pkg, dir, FileName(pkg, platform), platform, nil)
 }
 
 // cacheDir returns the directory the binaries go to, created.
@@ -311,10 +322,31 @@ func (b *Builder) cacheDir() (string, error) {
 	return dir, nil
 }
 
-// goBuild runs go build in dir for pkg (a package argument CheckPackage
-// accepts) and stores the binary in the cache folder under name and its
-// digest (see store); flags go before the package.
-func (b *Builder) goBuild(ctx context.Context, dir, pkg, cache, name string, platform Platform, flags ...string) (Binary, error) {
+// goBuild runs go build for pkg (a package argument CheckPackage accepts)
+// in the copy of the tracked sources (acquireSources) where dir lies in
+// it, and stores the binary in the cache folder under name and its digest
+// (see store). flags come before the package; overlay, when set, makes
+// them from the copy's module root (a generated package's overlay).
+func (b *Builder) goBuild(ctx context.Context, dir, pkg, cache, name string, platform Platform, overlay func(copyRoot string) ([]string, error)) (Binary, error) {
+	copyRoot, copyDir, release, err := b.acquireSources(ctx, dir)
+	if err != nil {
+		return Binary{}, fmt.Errorf("building %s: %w", pkg, err)
+	}
+	defer release()
+	var flags []string
+	if overlay != nil {
+		if flags, err = overlay(copyRoot); err != nil {
+			return Binary{}, err
+		}
+	} else {
+		_, modPath, err := module(dir)
+		if err != nil {
+			return Binary{}, err
+		}
+		if err := checkTracked(copyDir, pkg, copyRoot, modPath); err != nil {
+			return Binary{}, err
+		}
+	}
 	tmp, err := os.MkdirTemp(cache, ".building-")
 	if err != nil {
 		return Binary{}, fmt.Errorf("building %s: %w", pkg, err)
@@ -327,10 +359,10 @@ func (b *Builder) goBuild(ctx context.Context, dir, pkg, cache, name string, pla
 	// quarter of the size, uploaded to the worker on every create) and
 	// keeps the symbols that panics, pprof and perf need.
 	// "--" ends the flags: whatever pkg is, go build takes it as a package.
-	args := append([]string{"build", "-trimpath", "-ldflags=-w", "-o", out}, flags...)
+	args := append([]string{"build", "-trimpath", "-ldflags=-w", modFlag(copyRoot), "-o", out}, flags...)
 	cmd := exec.CommandContext(ctx, "go", append(args, "--", pkg)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOOS="+platform.GOOS, "GOARCH="+platform.GOARCH, "CGO_ENABLED=0")
+	cmd.Dir = copyDir
+	cmd.Env = append(os.Environ(), "GOOS="+platform.GOOS, "GOARCH="+platform.GOARCH, "CGO_ENABLED=0", "GOWORK=off")
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Run(); err != nil {
@@ -339,7 +371,9 @@ func (b *Builder) goBuild(ctx context.Context, dir, pkg, cache, name string, pla
 		}
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return Binary{}, &BuildError{Package: pkg, Output: output.String()}
+			// The compiler names the copy's files: name the checkout's.
+			root, _, _ := module(dir)
+			return Binary{}, &BuildError{Package: pkg, Output: strings.ReplaceAll(output.String(), copyRoot, root)}
 		}
 		return Binary{}, fmt.Errorf("running go build for %s: %w", pkg, err)
 	}

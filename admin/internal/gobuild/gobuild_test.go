@@ -8,6 +8,9 @@ import (
 	"testing"
 )
 
+// testRoots lets the tests build their own package, in testdata.
+var testRoots = []string{"admin/internal/gobuild/testdata"}
+
 const (
 	hello = "github.com/foldline/foldline/admin/internal/gobuild/testdata/hello"
 	other = "github.com/foldline/foldline/functions/examples/identity"
@@ -25,7 +28,7 @@ func TestPlatformsAndPrebuiltBinaries(t *testing.T) {
 	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 	built := map[string]Binary{}
 	for arch, machine := range machines {
-		b := &Builder{Dir: root, CacheDir: out, Platform: Platform{GOARCH: arch}}
+		b := &Builder{Dir: root, CacheDir: out, Platform: Platform{GOARCH: arch}, Roots: testRoots}
 		bin, err := b.Build(t.Context(), hello)
 		if err != nil {
 			t.Fatal(err)
@@ -73,7 +76,7 @@ func TestPlatformsAndPrebuiltBinaries(t *testing.T) {
 	if _, err := (&Builder{Prebuilt: out, PrebuiltKey: keyFile}).Build(t.Context(), hello); !errors.Is(err, ErrPrebuilt) {
 		t.Errorf("a binary changed since the build: %v, want ErrPrebuilt", err)
 	}
-	if _, err := (&Builder{Dir: root, CacheDir: out, Platform: Platform{GOOS: "linux; rm -rf /"}}).Build(t.Context(), hello); !errors.Is(err, ErrBadPlatform) {
+	if _, err := (&Builder{Dir: root, CacheDir: out, Platform: Platform{GOOS: "linux; rm -rf /"}, Roots: testRoots}).Build(t.Context(), hello); !errors.Is(err, ErrBadPlatform) {
 		t.Errorf("a hostile GOOS: %v, want ErrBadPlatform", err)
 	}
 }
