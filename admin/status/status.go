@@ -305,6 +305,9 @@ func Open(ctx context.Context, opts Options) (*Source, error) {
 // Close closes the Cassandra session.
 func (src *Source) Close() { src.cql.Close() }
 
+// Tenant is the tenant whose status the source reads.
+func (src *Source) Tenant() string { return src.set.Tenant.Name }
+
 // Report gathers the report now.
 func (src *Source) Report(ctx context.Context) (*Report, error) {
 	set, graph, pulsar, cql := src.set, src.graph, src.pulsar, src.cql
