@@ -109,6 +109,9 @@ type Options struct {
 	// Engine is how the copy catches up: EngineAuto (default),
 	// EngineDeployed or EngineFused.
 	Engine string
+	// Progress, when set, keeps the progress as Prometheus metrics
+	// (--metrics-listen). Default nil: none.
+	Progress *Progress
 }
 
 func (o *Options) defaults() {
@@ -410,6 +413,7 @@ func (e *env) watch(ctx context.Context, opts Options, rec *backfillrecord.Recor
 			return nil, err
 		}
 		stalls.mark(snap)
+		opts.Progress.observe(snap)
 		if snap.CaughtUp {
 			caughtUp++
 		} else {

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/admin/internal/promserve"
 )
 
 // NewCommand returns `foldline backfill`.
@@ -16,6 +18,7 @@ func NewCommand() *cobra.Command {
 	var (
 		opts                 Options
 		watch, abort, detach bool
+		metricsAddr          string
 	)
 	cmd := &cobra.Command{
 		Use:   "backfill VIEW [DIR]",
@@ -35,6 +38,9 @@ table stays for --keep-old (rollback: foldline views --activate TABLE).
 
 The backfill survives the CLI: --detach starts it and exits, foldline status shows it,
 --watch takes it over (and switches when it has caught up), --abort removes it.
+--metrics-listen ADDR serves the progress as Prometheus metrics while the command runs
+(per stage: entries done and expected, backlog, events processed, dead letters; for a
+fused run, the ledger events read); foldline metrics exports every running backfill.
 
 --until WHEN makes it a replay: the view as it was at WHEN (a time: the events the
 ledger received up to it; or a position, from a row's fl_applied or a dead letter's
@@ -56,6 +62,17 @@ not switched.`,
 			}
 			if n := countTrue(watch, abort, detach); n > 1 {
 				return fmt.Errorf("--watch, --abort and --detach exclude each other: %w", exitcode.ErrUsage)
+			}
+			if metricsAddr != "" && !abort {
+				opts.Progress = &Progress{}
+				reg := prometheus.NewRegistry()
+				reg.MustRegister(opts.Progress)
+				srv, err := promserve.Listen(metricsAddr, "--metrics-listen", reg)
+				if err != nil {
+					return err
+				}
+				defer srv.Close()
+				fmt.Fprintf(opts.ErrOut, "serving the progress as Prometheus metrics on http://%s/metrics\n", srv.Addr)
 			}
 			var result any
 			switch {
@@ -100,6 +117,7 @@ not switched.`,
 	f.DurationVar(&opts.Wait, "wait", 5*time.Minute, "how long to wait for the new functions' instances to run")
 	f.StringVar(&opts.UntilClock, "until-clock", ClockPublish, "what a time given to --until cuts by: publish (the ledger's publish time: the view as served then; a replay early in the ledger stops reading there) or event (each event's own time; the whole ledger is read)")
 	f.StringVar(&opts.Engine, "engine", EngineAuto, "how the copy catches up with the ledger: deployed (the functions worker runs the copy from the ledger's first event), fused (this machine runs the copy's path over the ledger first, every function in a local process and no topic in between, the sink's code writing the table, then deploys the copy from there), or auto (fused for a ledger of at least "+fmt.Sprint(fusedFromEntries)+" entries, where it measured faster)")
+	f.StringVar(&metricsAddr, "metrics-listen", "", "serve the progress as Prometheus metrics on this address while the command runs (foldline metrics exports every running backfill too)")
 	f.StringVar(&opts.Until, "until", "", "replay the view as of a point of the ledger into its own table, kept as a snapshot and never switched: an RFC 3339 time (events published up to it) or a ledger position ledger:entry[:batch] (up to it, inclusive)")
 	return cmd
 }

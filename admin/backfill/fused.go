@@ -136,11 +136,13 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage) 
 		wg.Done()
 	}
 	start, lastReport := time.Now(), time.Now()
+	opts.Progress.fusing(e.view.Name, schema.Table)
 	err = path.Stream(ctx, localrun.ReadLedger(ctx, client, ledgers, 2000), func(batch []localrun.Message) {
 		for _, m := range batch {
 			last[m.Topic] = m
 		}
 		read += int64(len(batch))
+		opts.Progress.read(len(batch))
 		if time.Since(lastReport) >= 5*time.Second {
 			lastReport = time.Now()
 			fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d ledger events after %s\n", e.view.Name, read, time.Since(start).Round(time.Second))

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,6 +115,19 @@ func TestStatusPageInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("validate processed %d, then %d on the page; user_activity row: %s", before, processed(), row)
+
+	// Rows are estimated, and the page says so.
+	header, err := chromedp.Run(page, chromedp.Text(chromedp.CSS(`#views thead`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(header, "rows (estimated)") {
+		t.Errorf("the views table's header %q does not say the rows are estimated", header)
+	}
+	testenv.WaitFor(t, time.Minute, "the page to show user_activity's estimated rows", func() bool {
+		rows, err := chromedp.Run(page, chromedp.Evaluate[string](`document.querySelector('g.node[data-name="user_activity"]').dataset.rowsEstimated`))
+		return err == nil && rows != "" && rows != "undefined" && rows != "0"
+	})
 
 	// foldline status --watch -o json: one report per interval until
 	// interrupted.

@@ -1,9 +1,16 @@
 // Package status is `foldline status`: the deployed DAG as a table, upstream
 // first — each stage's instances (running, restarts, processed, errors),
-// each subscription's backlog and rate, and each view's freshness (the
-// newest event applied to it and when its sink last applied anything). It
-// reads the manifests for the DAG and the cluster for the rest, so a stage
-// the manifests declare but the cluster lacks shows as not deployed.
+// each subscription's backlog and rate, and each view's estimated rows and
+// freshness (the newest event its sink confirmed and when it last
+// applied anything). It reads the manifests for the DAG and the cluster for
+// the rest, so a stage the manifests declare but the cluster lacks shows as
+// not deployed.
+//
+// Status is read every few seconds (status --watch, foldline ui), so it
+// reads no table whole: the rows are estimated from a bounded read
+// (package rowestimate), and the freshness comes from the sinks' own
+// figures (their user metrics in functions stats). Options.CountRows counts
+// some views' rows exactly, with a full read of their tables.
 package status
 
 import (
@@ -13,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -27,6 +35,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/internal/rowestimate"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/internal/viewscan"
 	"github.com/foldline/foldline/admin/manifest"
@@ -43,6 +52,11 @@ type Options struct {
 	// Watch prints the report again every Interval until interrupted.
 	Watch    bool
 	Interval time.Duration
+	// CountRows names views whose live rows are counted exactly (and
+	// whose newest event is read from the table), by reading the whole
+	// active table: for a one-off look at one view (foldline views
+	// describe), never for a report read again and again. Default none.
+	CountRows []string
 }
 
 // Report is the status of one tenant's pipeline.
@@ -92,6 +106,10 @@ type SinkTotals struct {
 	Skipped int64 `json:"skipped"`
 	// Rejected operations can never apply and went to the dead-letter topic.
 	Rejected int64 `json:"rejected"`
+	// NewestEvent is the greatest event time among the operations
+	// Cassandra confirmed to the running instances since each started;
+	// zero when none has.
+	NewestEvent time.Time `json:"newestEvent,omitzero"`
 }
 
 // InstanceStatus is one instance of a stage.
@@ -117,19 +135,28 @@ type SubscriptionStatus struct {
 	LastAcked time.Time `json:"lastAcked,omitzero"`
 }
 
-// ViewStatus is one view's freshness.
+// ViewStatus is one view's size and freshness.
 type ViewStatus struct {
 	View     string `json:"view"`
 	Keyspace string `json:"keyspace"`
 	// Table is the active table; ManifestTable the manifests' version.
 	Table         string `json:"table"`
 	ManifestTable string `json:"manifestTable"`
-	Rows          int64  `json:"rows"`
+	// RowsEstimated is the estimated number of live rows of the active
+	// table (package rowestimate: exact below 1000 rows, within a few
+	// percent above; a windowed view's rows are its tiles); nil when it
+	// could not be read.
+	RowsEstimated *int64 `json:"rowsEstimated,omitempty"`
+	// Rows is the number of live rows, counted by reading the whole
+	// table: only for the views Options.CountRows names.
+	Rows *int64 `json:"rows,omitempty"`
 	// Versions are the table versions the registry lists, with their
 	// state (active, building, retired, snapshot).
 	Versions []VersionStatus `json:"versions"`
-	// NewestEvent is the latest event time applied to the table (zero when
-	// the view has no time column); AgeSeconds its age.
+	// NewestEvent is the latest event time the view's sink confirmed since
+	// its instances started (SinkTotals.NewestEvent; for a view counted
+	// with CountRows, the latest time the table holds in its timestamp
+	// and latest columns); zero when unknown. AgeSeconds is its age.
 	NewestEvent time.Time `json:"newestEvent,omitzero"`
 	AgeSeconds  *float64  `json:"ageSeconds,omitempty"`
 	// LastApplied is when the sink last acknowledged an operation; Backlog
@@ -158,8 +185,11 @@ func NewCommand() *cobra.Command {
 		Short: "Show the deployed pipeline: instances, backlogs, view freshness",
 		Long: `Show the pipeline of the manifests in DIR (default manifests/) as deployed: each
 stage upstream first with its instances (running/wanted, restarts, processed, errors),
-each subscription's backlog and rate, and each view's active table, row count and
-freshness (the newest event applied, and when its sink last applied anything).`,
+each subscription's backlog and rate, and each view's active table, estimated rows and
+freshness (the newest event its sink confirmed, and when it last applied anything).
+Rows are estimated from a read of at most 1000 rows per view (exact below that), so
+the status costs the same whatever the tables' sizes; foldline views describe VIEW
+counts one view's rows exactly.`,
 		Example: "  foldline status\n  foldline status --watch\n  foldline status -o json --tenant shop-test",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -275,6 +305,9 @@ func Open(ctx context.Context, opts Options) (*Source, error) {
 // Close closes the Cassandra session.
 func (src *Source) Close() { src.cql.Close() }
 
+// Tenant is the tenant whose status the source reads.
+func (src *Source) Tenant() string { return src.set.Tenant.Name }
+
 // Report gathers the report now.
 func (src *Source) Report(ctx context.Context) (*Report, error) {
 	set, graph, pulsar, cql := src.set, src.graph, src.pulsar, src.cql
@@ -293,7 +326,7 @@ func (src *Source) Report(ctx context.Context) (*Report, error) {
 	now := src.opts.now()
 	report.At = now.UTC()
 	for _, v := range set.Views {
-		report.Views = append(report.Views, viewStatus(ctx, cql, v, sinks[v], now))
+		report.Views = append(report.Views, viewStatus(ctx, cql, v, sinks[v], now, slices.Contains(src.opts.CountRows, v.Name)))
 	}
 	var err error
 	if report.Backfills, err = backfill.Running(ctx, pulsar, cql, set.Tenant.Keyspace); err != nil {
@@ -370,8 +403,19 @@ func sinkTotals(ctx context.Context, pulsar *pulsarx.Clients, st *manifest.Stage
 		t.Applied += int64(m[cassandra.MetricApplied])
 		t.Skipped += int64(m[cassandra.MetricSkipped])
 		t.Rejected += int64(m[cassandra.MetricRejected])
+		if newest := unixSeconds(m[cassandra.MetricNewestEventTime]); newest.After(t.NewestEvent) {
+			t.NewestEvent = newest
+		}
 	}
 	return &t, nil
+}
+
+// unixSeconds is a time in seconds since the epoch as a time, zero for 0.
+func unixSeconds(s float64) time.Time {
+	if s <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(s*1e9)).UTC()
 }
 
 func subscriptionStatus(ctx context.Context, pulsar *pulsarx.Clients, topic, sub string) (SubscriptionStatus, error) {
@@ -389,12 +433,21 @@ func subscriptionStatus(ctx context.Context, pulsar *pulsarx.Clients, topic, sub
 	return s, nil
 }
 
-func viewStatus(ctx context.Context, cql *gocql.Session, v *manifest.View, sink StageStatus, now time.Time) ViewStatus {
+// viewStatus reads a view's status; count counts its rows by reading the
+// whole table, where the status otherwise estimates them.
+func viewStatus(ctx context.Context, cql *gocql.Session, v *manifest.View, sink StageStatus, now time.Time, count bool) (vs ViewStatus) {
 	schema := v.Schema()
-	vs := ViewStatus{View: v.Name, Keyspace: v.Keyspace, Table: schema.Table, ManifestTable: schema.Table, Versions: []VersionStatus{}}
+	vs = ViewStatus{View: v.Name, Keyspace: v.Keyspace, Table: schema.Table, ManifestTable: schema.Table, Versions: []VersionStatus{}}
 	if t := sink.SinkTotals; t != nil {
 		vs.Skipped, vs.Rejected = &t.Skipped, &t.Rejected
+		vs.NewestEvent = t.NewestEvent
 	}
+	defer func() { // the newest event, whichever way it was read, and its age
+		if !vs.NewestEvent.IsZero() {
+			age := now.Sub(vs.NewestEvent).Seconds()
+			vs.AgeSeconds = &age
+		}
+	}()
 	for _, sub := range sink.Subscriptions {
 		vs.Backlog += sub.Backlog
 		if sub.LastAcked.After(vs.LastApplied) {
@@ -421,16 +474,23 @@ func viewStatus(ctx context.Context, cql *gocql.Session, v *manifest.View, sink 
 			_ = json.Unmarshal([]byte(ver.Definition), &schema) // the manifests' columns are the fallback
 		}
 	}
+	est, err := rowestimate.Of(ctx, cql, schema)
+	if err != nil {
+		vs.Error = err.Error()
+		return vs
+	}
+	vs.RowsEstimated = &est.Rows
+	if !count {
+		return vs
+	}
 	sum, err := viewscan.Scan(ctx, cql, schema)
 	if err != nil {
 		vs.Error = err.Error()
 		return vs
 	}
-	vs.Rows = sum.Rows
+	vs.Rows = &sum.Rows
 	if !sum.NewestEvent.IsZero() {
 		vs.NewestEvent = sum.NewestEvent
-		age := now.Sub(sum.NewestEvent).Seconds()
-		vs.AgeSeconds = &age
 	}
 	return vs
 }
@@ -477,7 +537,7 @@ func (r *Report) Write(w io.Writer, now time.Time) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VIEW\tTABLE\tROWS\tBACKLOG\tNEWEST EVENT\tAGE\tLAST APPLIED\tSKIPPED\tREJECTED")
+	fmt.Fprintln(tw, "VIEW\tTABLE\tROWS (ESTIMATED)\tBACKLOG\tNEWEST EVENT\tAGE\tLAST APPLIED\tSKIPPED\tREJECTED")
 	for _, v := range r.Views {
 		table := v.Keyspace + "." + v.Table
 		if v.Table == "" {
@@ -492,7 +552,11 @@ func (r *Report) Write(w io.Writer, now time.Time) {
 		if !v.LastApplied.IsZero() {
 			applied = HumanAge(now.Sub(v.LastApplied)) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", v.View, table, v.Rows, v.Backlog, newest, age, applied, count(v.Skipped), count(v.Rejected))
+		rows := count(v.RowsEstimated)
+		if v.Rows != nil {
+			rows = fmt.Sprintf("%d (counted)", *v.Rows)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.View, table, rows, v.Backlog, newest, age, applied, count(v.Skipped), count(v.Rejected))
 		if v.Error != "" {
 			fmt.Fprintf(tw, "  error\t%s\t\t\t\t\t\t\t\n", textcap.Line(v.Error))
 		}

@@ -1,6 +1,7 @@
 package status_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -56,5 +57,35 @@ func TestGetErrors(t *testing.T) {
 				t.Errorf("error %q does not say %q", err, tc.wantText)
 			}
 		})
+	}
+}
+
+// The rows status shows are estimated, and say so in the text and the
+// JSON; a count appears only where CountRows asked for one.
+func TestRowsAreLabelledEstimated(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	estimated, counted := int64(5314), int64(5400)
+	report := &status.Report{Tenant: "shop", Keyspace: "shop", Views: []status.ViewStatus{
+		{View: "user_activity", Keyspace: "shop", Table: "user_activity_v1", RowsEstimated: &estimated, NewestEvent: now.Add(-time.Minute)},
+		{View: "product_sales", Keyspace: "shop", Table: "product_sales_v1", RowsEstimated: &estimated, Rows: &counted},
+		{View: "windowed", Keyspace: "shop"},
+	}}
+	var text strings.Builder
+	report.Write(&text, now)
+	for _, want := range []string{"ROWS (ESTIMATED)", "5314", "5400 (counted)", "1m0s"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the text lacks %q:\n%s", want, text.String())
+		}
+	}
+	body, err := json.Marshal(report.Views)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var views []map[string]any
+	if err := json.Unmarshal(body, &views); err != nil {
+		t.Fatal(err)
+	}
+	if views[0]["rowsEstimated"] != 5314.0 || views[0]["rows"] != nil || views[1]["rows"] != 5400.0 || views[2]["rowsEstimated"] != nil {
+		t.Errorf("JSON views %s: want rowsEstimated, and rows only where counted", body)
 	}
 }

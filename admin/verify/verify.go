@@ -15,8 +15,6 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -26,12 +24,12 @@ import (
 
 	"github.com/gocql/gocql"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/localrun"
+	"github.com/foldline/foldline/admin/internal/promserve"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/internal/textcap"
@@ -329,28 +327,44 @@ func cmpOr(v, def int) int {
 	return def
 }
 
+// The metrics Schedule serves, each with label view.
+const (
+	// MetricConsistencyPercent is the share of compared rows that equal
+	// the fold of the ledger.
+	MetricConsistencyPercent = "foldline_verify_consistency_percent"
+	// MetricRows counts the rows of the last verification, by label
+	// outcome (consistent, different, missing, extra, in_flight).
+	MetricRows = "foldline_verify_rows"
+	// MetricLastRun is when the last verification ended.
+	MetricLastRun = "foldline_verify_last_run_timestamp_seconds"
+	// MetricErrors counts the verifications that could not run.
+	MetricErrors = "foldline_verify_errors_total"
+)
+
+// MetricNames lists the metric names Schedule serves, for dashboards and
+// their tests.
+func MetricNames() []string {
+	return []string{MetricConsistencyPercent, MetricRows, MetricLastRun, MetricErrors}
+}
+
 // Schedule verifies every interval until ctx ends, reporting each result,
 // and serves the latest as Prometheus metrics on addr (when set). It
 // listens on addr before the first verification and returns the error when
 // it cannot (a port taken, a bad address): a scheduled verify without the
-// metrics it was asked for would look healthy and report nothing. The
-// server's failing later on ends Schedule with its error, too.
+// metrics it was asked for would look healthy and report nothing.
 func Schedule(ctx context.Context, opts Options, every time.Duration, addr string, report func(*Result, error)) error {
 	reg := prometheus.NewRegistry()
 	labels := prometheus.Labels{"view": opts.View}
-	consistency := prometheus.NewGauge(prometheus.GaugeOpts{Name: "foldline_verify_consistency_percent", Help: "The share of compared rows that equal the fold of the ledger.", ConstLabels: labels})
-	rows := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "foldline_verify_rows", Help: "Rows of the last verification, by outcome.", ConstLabels: labels}, []string{"outcome"})
-	last := prometheus.NewGauge(prometheus.GaugeOpts{Name: "foldline_verify_last_run_timestamp_seconds", Help: "When the last verification ended.", ConstLabels: labels})
-	failures := prometheus.NewCounter(prometheus.CounterOpts{Name: "foldline_verify_errors_total", Help: "Verifications that could not run.", ConstLabels: labels})
+	consistency := prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricConsistencyPercent, Help: "The share of compared rows that equal the fold of the ledger.", ConstLabels: labels})
+	rows := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricRows, Help: "Rows of the last verification, by outcome.", ConstLabels: labels}, []string{"outcome"})
+	last := prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricLastRun, Help: "When the last verification ended.", ConstLabels: labels})
+	failures := prometheus.NewCounter(prometheus.CounterOpts{Name: MetricErrors, Help: "Verifications that could not run.", ConstLabels: labels})
 	reg.MustRegister(consistency, rows, last, failures)
-	served := make(chan error, 1) // the metrics server's end
 	if addr != "" {
-		ln, err := net.Listen("tcp", addr)
+		srv, err := promserve.Listen(addr, "--metrics-listen", reg)
 		if err != nil {
-			return fmt.Errorf("listening on %s (--metrics-listen): %w: %w", addr, err, exitcode.ErrUsage)
+			return err
 		}
-		srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
-		go func() { served <- srv.Serve(ln) }()
 		defer srv.Close()
 	}
 	for {
@@ -368,8 +382,6 @@ func Schedule(ctx context.Context, opts Options, every time.Duration, addr strin
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-served:
-			return fmt.Errorf("serving metrics on %s: %w", addr, err)
 		case <-time.After(every):
 		}
 	}

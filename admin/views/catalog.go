@@ -159,7 +159,8 @@ func Describe(ctx context.Context, opts Options, view string) (*Description, err
 			d.Lineage = lineage(graph, st)
 		}
 	}
-	report, err := status.Get(ctx, status.Options{Command: opts.Command})
+	// One view, read once: its rows are counted, not estimated.
+	report, err := status.Get(ctx, status.Options{Command: opts.Command, CountRows: []string{v.Name}})
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +168,10 @@ func Describe(ctx context.Context, opts Options, view string) (*Description, err
 		if vs.View != v.Name {
 			continue
 		}
-		d.ActiveTable, d.Versions, d.Rows = vs.Table, vs.Versions, vs.Rows
+		d.ActiveTable, d.Versions = vs.Table, vs.Versions
+		if vs.Rows != nil {
+			d.Rows = *vs.Rows
+		}
 		d.NewestEvent, d.AgeSeconds, d.LastApplied, d.Backlog, d.Error = vs.NewestEvent, vs.AgeSeconds, vs.LastApplied, vs.Backlog, vs.Error
 	}
 	return d, nil

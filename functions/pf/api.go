@@ -304,6 +304,17 @@ func (c *FunctionContext) RecordMetric(name string, value float64) {
 	c.inst.stats.recordUserMetric(name, value)
 }
 
+// RecordMetricFunc records a user metric whose value functions stats and
+// the Prometheus endpoint read from value each time they report it: for a
+// figure that changes with every message (a count, a time), which
+// RecordMetric would have to set per message. value is called from other
+// goroutines, must be safe for that and quick, and must not call back into
+// the FunctionContext. Under one name the later of RecordMetric and
+// RecordMetricFunc wins.
+func (c *FunctionContext) RecordMetricFunc(name string, value func() float64) {
+	c.inst.stats.recordUserMetricFunc(name, value)
+}
+
 // Publish sends rec (to rec.Topic, or to the output topic when it is empty)
 // with the same defaults as a handler's returned records: the input's key,
 // properties, origin and event time unless rec sets them. The send is

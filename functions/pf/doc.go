@@ -135,6 +135,13 @@
 // and _user_metric by metric name) with labels tenant, namespace, name,
 // instance_id (the instance number), cluster and fqfn. The _1min values are
 // reset every minute and by the ResetMetrics call; totals are never reset.
+// Beyond upstream, foldline_dead_letters_total counts the confirmed dead
+// letters by reason class (DeadLetterReason: a fixed set, never the error's
+// text), and a handler registers metrics of its own, histograms included,
+// with FunctionContext.MetricsRegisterer. The worker's /metrics copies the
+// endpoint's text as it is, so a histogram's buckets reach Prometheus;
+// functions stats shows only the single numbers of RecordMetric. The names
+// are constants (see MetricNames).
 //
 // Shutdown: on SIGTERM or SIGINT the instance stops taking messages, waits up
 // to 4 s for outputs in flight, and closes consumers, producers and client,

@@ -113,8 +113,11 @@ type instance struct {
 	conf    *instanceConf
 	handler invoker
 	stats   *stats
-	log     *slog.Logger
-	stderr  io.Writer
+	// registry holds what the metrics endpoint serves: the runtime's
+	// collector and the handler's own metrics (MetricsRegisterer).
+	registry *prometheus.Registry
+	log      *slog.Logger
+	stderr   io.Writer
 	// deadLetterLog bounds the dead-letter warnings (each dead letter
 	// keeps its reason in the dead-letter topic).
 	deadLetterLog *logLimit
@@ -147,16 +150,19 @@ type instance struct {
 }
 
 func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
-	return &instance{
-		conf:    conf,
-		handler: h,
-		stats:   newStats(),
-		stderr:  stderr,
-		faults:  safego.New(),
-		log:     slog.New(slog.NewTextHandler(stderr, nil)).With("function", conf.FQFN(), "instance", conf.InstanceID),
+	inst := &instance{
+		conf:     conf,
+		handler:  h,
+		stats:    newStats(),
+		registry: prometheus.NewRegistry(),
+		stderr:   stderr,
+		faults:   safego.New(),
+		log:      slog.New(slog.NewTextHandler(stderr, nil)).With("function", conf.FQFN(), "instance", conf.InstanceID),
 
 		deadLetterLog: deadLetterLogLimit(),
 	}
+	inst.registry.MustRegister(&collector{s: inst.stats, labels: promLabels(conf)})
+	return inst
 }
 
 // input is the runtime's state for one input message, from receipt until
@@ -179,6 +185,9 @@ type input struct {
 	// success counts the input as processed once out is confirmed; ack
 	// acknowledges it then.
 	success, ack bool
+	// deadLetterReason is why the input is being dead-lettered, counted
+	// once the dead letter is confirmed.
+	deadLetterReason deadLetterReason
 	// attempts is how many times the handler was called.
 	attempts int
 	// deadLetters counts the dead letters tried: a second one carries no
@@ -221,7 +230,7 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 	var records []Record
 	attempts := 0
 	if err != nil {
-		err = Permanent(fmt.Errorf("reading origin of input: %w", err))
+		err = Permanent(WithReason(ReasonMalformed, fmt.Errorf("reading origin of input: %w", err)))
 		inst.stats.recordException(userException, err)
 	}
 	for err == nil {
@@ -346,6 +355,9 @@ func (inst *instance) deadLetter(in *input, reason error) {
 			attrs = append(attrs, "not_logged_before", omitted)
 		}
 		inst.log.Warn("sending to dead-letter topic", attrs...)
+	}
+	if in.deadLetters == 0 {
+		in.deadLetterReason = classify(reason)
 	}
 	in.deadLetters++
 	in.first = pulsar.ProducerMessage{}
@@ -511,6 +523,9 @@ func (in *input) finish(err error) {
 			in.sess.end(err)
 		}
 		return
+	}
+	if in.deadLetters > 0 {
+		inst.stats.deadLetters[in.deadLetterReason].Add(1)
 	}
 	if in.ack && in.sess.isEnded() {
 		return
@@ -804,9 +819,7 @@ func (inst *instance) serve() (stop func(), err error) {
 	c := inst.conf
 	grpcServer := grpc.NewServer()
 	instancepb.RegisterInstanceControlServer(grpcServer, &controlService{s: inst.stats, instanceID: c.InstanceID})
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(&collector{s: inst.stats, labels: promLabels(c)})
-	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
+	metrics := promhttp.HandlerFor(inst.registry, promhttp.HandlerOpts{})
 	mux := http.NewServeMux()
 	mux.Handle("/", metrics)
 	mux.Handle("/metrics", metrics)

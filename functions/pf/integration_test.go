@@ -17,6 +17,7 @@ import (
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/internal/testenv"
 )
 
@@ -267,11 +268,34 @@ func TestFunctionUnderWorker(t *testing.T) {
 		// The broker's metrics page includes the instance's, fetched from its metricsPort.
 		series := fmt.Sprintf(`pulsar_function_processed_successfully_total{cluster="standalone",fqfn="%s/%s/%s",instance_id="0",name="%s",namespace="%s/%s",tenant="%s"} %d`,
 			d.tenant, d.ns, d.name, d.name, d.tenant, d.ns, d.tenant, processed)
-		testenv.WaitFor(t, time.Minute, "the broker's /metrics to show "+series, func() bool {
-			var page string
+		// The foldline_ additions come through the same way: the dead
+		// letters by reason class, and the handler's own histogram with
+		// its buckets (the worker copies the text, it does not reduce
+		// histograms to summaries).
+		labels := fmt.Sprintf(`cluster="standalone",fqfn="%s/%s/%s",instance_id="0",name="%s",namespace="%s/%s"`,
+			d.tenant, d.ns, d.name, d.name, d.tenant, d.ns)
+		want := []string{
+			series,
+			fmt.Sprintf(`%s{%s,reason="retries_exhausted",tenant="%s"} 1`, pf.MetricDeadLetters, labels, d.tenant),
+			fmt.Sprintf(`%s{%s,reason="rejected",tenant="%s"} 1`, pf.MetricDeadLetters, labels, d.tenant),
+			fmt.Sprintf(`%s{%s,reason="malformed",tenant="%s"} 0`, pf.MetricDeadLetters, labels, d.tenant),
+			fmt.Sprintf(`exclaim_payload_bytes_bucket{%s,tenant="%s",le="+Inf"} %d`, labels, d.tenant, processed),
+		}
+		var page string
+		testenv.WaitFor(t, time.Minute, "the broker's /metrics to show the instance's metrics", func() bool {
 			adminREST(t, s, "GET", "/metrics/", &page)
-			return strings.Contains(page, series)
+			for _, w := range want {
+				if !strings.Contains(page, w) {
+					return false
+				}
+			}
+			return true
 		})
+		for _, w := range want {
+			if !strings.Contains(page, w) {
+				t.Errorf("the broker's /metrics lacks %s", w)
+			}
+		}
 		var st functionStatus
 		if err := json.Unmarshal([]byte(pulsarAdmin(t, "functions", "status", "--tenant", d.tenant, "--namespace", d.ns, "--name", d.name)), &st); err != nil {
 			t.Fatal(err)

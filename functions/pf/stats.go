@@ -89,6 +89,8 @@ type stats struct {
 	processed        counter
 	_                [cacheLine]byte
 	exceptions       [exceptionKinds]counter
+	// deadLetters counts the confirmed dead letters by reason.
+	deadLetters [deadLetterReasons]atomic.Int64
 	// started is when the stats were made. Invocations are timed by the
 	// monotonic clock since then, one cheap clock read at each end instead
 	// of a wall-clock read too.
@@ -97,9 +99,14 @@ type stats struct {
 	mu          sync.Mutex
 	latest      [exceptionKinds][]exceptionInfo
 	userMetrics map[string]float64
+	// userMetricFuncs are the user metrics read when they are reported
+	// (recordUserMetricFunc).
+	userMetricFuncs map[string]func() float64
 }
 
-func newStats() *stats { return &stats{userMetrics: map[string]float64{}, started: time.Now()} }
+func newStats() *stats {
+	return &stats{userMetrics: map[string]float64{}, userMetricFuncs: map[string]func() float64{}, started: time.Now()}
+}
 
 // now returns the time since the stats were made, by the monotonic clock.
 func (s *stats) now() time.Duration { return time.Since(s.started) }
@@ -128,6 +135,17 @@ func (s *stats) recordUserMetric(name string, value float64) {
 	name = textcap.Truncate(name, maxLabelBytes)
 	s.mu.Lock()
 	s.userMetrics[name] = value
+	delete(s.userMetricFuncs, name)
+	s.mu.Unlock()
+}
+
+// recordUserMetricFunc records a metric under name (as recordUserMetric)
+// whose value is value's at each report.
+func (s *stats) recordUserMetricFunc(name string, value func() float64) {
+	name = textcap.Truncate(name, maxLabelBytes)
+	s.mu.Lock()
+	s.userMetricFuncs[name] = value
+	delete(s.userMetrics, name)
 	s.mu.Unlock()
 }
 
@@ -137,12 +155,18 @@ func (s *stats) latestExceptions(kind exceptionKind) []exceptionInfo {
 	return append([]exceptionInfo(nil), s.latest[kind]...)
 }
 
+// userMetricsCopy returns the user metrics' values now. The functions are
+// called without the lock: they are the handler's.
 func (s *stats) userMetricsCopy() map[string]float64 {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := make(map[string]float64, len(s.userMetrics))
+	m := make(map[string]float64, len(s.userMetrics)+len(s.userMetricFuncs))
 	for k, v := range s.userMetrics {
 		m[k] = v
+	}
+	funcs := maps.Clone(s.userMetricFuncs)
+	s.mu.Unlock()
+	for k, f := range funcs {
+		m[k] = f()
 	}
 	return m
 }
@@ -166,7 +190,7 @@ type collector struct {
 }
 
 func metricDesc(name, help string, labels prometheus.Labels, variable ...string) *prometheus.Desc {
-	return prometheus.NewDesc("pulsar_function_"+name, help, variable, labels)
+	return prometheus.NewDesc(name, help, variable, labels)
 }
 
 // Describe sends nothing: the user metrics are not known in advance, which
@@ -193,27 +217,32 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	both := func(name, help string, ctr *counter) {
 		gauge(name, help, ctr.total.Load())
-		gauge(name+"_1min", help+" in the last minute", ctr.window())
+		gauge(name+windowSuffix, help+" in the last minute", ctr.window())
 	}
-	both("received_total", "Messages received.", &c.s.received)
-	both("processed_successfully_total", "Messages processed successfully.", &c.s.processed)
-	both("user_exceptions_total", "Handler errors.", &c.s.exceptions[userException])
+	both(MetricReceived, "Messages received.", &c.s.received)
+	both(MetricProcessedSuccessfully, "Messages processed successfully.", &c.s.processed)
+	both(MetricUserExceptions, "Handler errors.", &c.s.exceptions[userException])
 	var sys, sys1 int64
 	for _, k := range []exceptionKind{systemException, sourceException, sinkException} {
 		sys += c.s.exceptions[k].total.Load()
 		sys1 += c.s.exceptions[k].window()
 	}
-	gauge("system_exceptions_total", "Runtime errors.", sys)
-	gauge("system_exceptions_total_1min", "Runtime errors in the last minute.", sys1)
-	gauge("last_invocation", "Start of the last handler call, ms since the epoch.", c.s.lastInvocationMs.Load())
+	gauge(MetricSystemExceptions, "Runtime errors.", sys)
+	gauge(MetricSystemExceptions1Min, "Runtime errors in the last minute.", sys1)
+	gauge(MetricLastInvocation, "Start of the last handler call, ms since the epoch.", c.s.lastInvocationMs.Load())
 
 	l := &c.s.latency
-	ch <- prometheus.MustNewConstSummary(metricDesc("process_latency_ms", "Handler latency.", c.labels),
+	ch <- prometheus.MustNewConstSummary(metricDesc(MetricProcessLatencyMs, "Handler latency.", c.labels),
 		uint64(l.count.total.Load()), float64(l.sumNanos.total.Load())/1e6, nil)
-	ch <- prometheus.MustNewConstSummary(metricDesc("process_latency_ms_1min", "Handler latency in the last minute.", c.labels),
+	ch <- prometheus.MustNewConstSummary(metricDesc(MetricProcessLatencyMs1Min, "Handler latency in the last minute.", c.labels),
 		uint64(l.count.window()), float64(l.sumNanos.window())/1e6, nil)
 
-	for kind, name := range map[exceptionKind]string{userException: "user_exception", systemException: "system_exception"} {
+	dead := metricDesc(MetricDeadLetters, "Inputs sent to the dead-letter topic (confirmed), by reason class.", c.labels, LabelReason)
+	for i, reason := range DeadLetterReasons() {
+		ch <- prometheus.MustNewConstMetric(dead, prometheus.CounterValue, float64(c.s.deadLetters[i].Load()), string(reason))
+	}
+
+	for kind, name := range map[exceptionKind]string{userException: MetricUserException, systemException: MetricSystemException} {
 		desc := metricDesc(name, "Recent exceptions, valued by when they happened (ms since the epoch).", c.labels, "error")
 		// One series per distinct error text, valued by its latest time:
 		// repeated label values would fail the whole scrape.
@@ -227,7 +256,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	userMetrics := c.s.userMetricsCopy()
-	desc := metricDesc("user_metric", "Last value recorded by the handler with RecordMetric.", c.labels, "metric")
+	desc := metricDesc(MetricUserMetric, "Last value recorded by the handler with RecordMetric.", c.labels, "metric")
 	for _, n := range slices.Sorted(maps.Keys(userMetrics)) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, userMetrics[n], n)
 	}

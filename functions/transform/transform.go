@@ -78,6 +78,10 @@ func (e *MalformedError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrMalformed) true.
 func (e *MalformedError) Is(target error) bool { return target == ErrMalformed }
 
+// DeadLetterReason classes the event's dead letter as malformed (package
+// pf counts dead letters by reason).
+func (e *MalformedError) DeadLetterReason() string { return "malformed" }
+
 // Transformation binds a decoder and an author's function into a Processor.
 type Transformation[E any] struct {
 	decode Decoder[E]

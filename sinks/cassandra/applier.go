@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -64,6 +65,23 @@ type Applier struct {
 	queue *rowQueue
 	// faults reports a panic in a worker (see Faults).
 	faults *safego.Faults
+	// metrics times the writes (SetMetrics); nil times nothing.
+	metrics atomic.Pointer[SinkMetrics]
+}
+
+// SetMetrics makes the applier time its write requests into m.
+func (a *Applier) SetMetrics(m *SinkMetrics) { a.metrics.Store(m) }
+
+// timed runs one write request and records its time.
+func (a *Applier) timed(write func() error) error {
+	m := a.metrics.Load()
+	if m == nil {
+		return write()
+	}
+	start := time.Now()
+	err := write()
+	m.observeWrite(time.Since(start))
+	return err
 }
 
 // Pending is a started batch; Wait gives its Result.
@@ -560,8 +578,8 @@ func (a *Applier) bindKey(key []any) []any {
 func (a *Applier) writeRow(ctx context.Context, key []any, after *rowState, w rowWrite) error {
 	stmt, args := a.rowStatement(key, after, w)
 	return a.retry(ctx, "writing a row of "+a.view.schema.Table, func() error {
-		return a.session.Query(stmt, args...).WithContext(ctx).
-			Consistency(a.settings.consistency()).Idempotent(true).Exec()
+		return a.timed(a.session.Query(stmt, args...).WithContext(ctx).
+			Consistency(a.settings.consistency()).Idempotent(true).Exec)
 	})
 }
 
@@ -577,7 +595,7 @@ func (a *Applier) writeRows(ctx context.Context, updates []*rowUpdate) error {
 		b := a.session.NewBatch(gocql.UnloggedBatch).WithContext(ctx)
 		b.Entries = entries
 		b.SetConsistency(a.settings.consistency())
-		return a.session.ExecuteBatch(b)
+		return a.timed(func() error { return a.session.ExecuteBatch(b) })
 	})
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/ledger"
 	"github.com/foldline/foldline/admin/lint"
+	"github.com/foldline/foldline/admin/metrics"
 	"github.com/foldline/foldline/admin/status"
 	"github.com/foldline/foldline/admin/trainingset"
 	"github.com/foldline/foldline/admin/ui"
@@ -97,6 +98,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(backfill.NewCommand())
 	root.AddCommand(config.NewCommand())
 	root.AddCommand(ui.NewCommand())
+	root.AddCommand(metrics.NewCommand())
 	root.AddCommand(verify.NewCommand())
 	root.AddCommand(trainingset.NewCommand())
 	root.AddCommand(version.NewCommand())

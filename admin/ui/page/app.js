@@ -86,7 +86,7 @@ function lines(n, report, now) {
     return [
       ["title", v.view],
       ["table", v.table || "not deployed"],
-      ["rows", "rows " + fmt(v.rows) + ", backlog " + fmt(v.backlog)],
+      ["rows", "rows (est.) " + fmt(v.rowsEstimated) + ", backlog " + fmt(v.backlog)],
       ["freshness", (v.ageSeconds === undefined || v.ageSeconds === null ? "" : "event " + age(v.ageSeconds) + " old, ") + "applied " + since(v.lastApplied, now)],
     ];
   }
@@ -129,7 +129,7 @@ function drawDAG(report, now) {
       g.dataset.processed = String(n.data.processed);
       g.dataset.backlog = String(backlog(n.data));
     }
-    if (n.kind === "view") g.dataset.rows = String(n.data.rows);
+    if (n.kind === "view") g.dataset.rowsEstimated = String(n.data.rowsEstimated);
     svg.appendChild(g);
   }
 }
@@ -162,7 +162,7 @@ function drawViews(report, now) {
     tr.dataset.view = v.view;
     cell(tr, v.view);
     cell(tr, v.table ? v.keyspace + "." + v.table : "-");
-    cell(tr, fmt(v.rows), "num");
+    cell(tr, fmt(v.rowsEstimated), "num");
     cell(tr, fmt(v.backlog), "num");
     cell(tr, v.newestEvent || "-");
     cell(tr, age(v.ageSeconds));

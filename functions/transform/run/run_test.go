@@ -74,15 +74,19 @@ func TestProcessErrorsArePermanent(t *testing.T) {
 	tests := []struct {
 		name    string
 		payload string
+		reason  pf.DeadLetterReason
 	}{
-		{name: "malformed", payload: "{"},
-		{name: "rejected by the function", payload: "{}"},
+		{name: "malformed", payload: "{", reason: pf.ReasonMalformed},
+		{name: "rejected by the function", payload: "{}", reason: pf.ReasonRejected},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := run.Process(bySKU, transform.Message{Key: "u1", Payload: []byte(tc.payload)})
 			if !pf.IsPermanent(err) {
 				t.Errorf("error %v is not permanent", err)
+			}
+			if got := pf.ReasonOf(err); got != tc.reason {
+				t.Errorf("dead-letter reason of %v: %s, want %s", err, got, tc.reason)
 			}
 		})
 	}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/internal/safego"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -110,29 +112,32 @@ func TestSetUpGivesUpWithTheError(t *testing.T) {
 	}
 }
 
-// TestTotalsAreRecordedWhenTheyChange offers the totals as a batch's
-// operations do, each of them the same totals, then a later batch's: the
-// metrics are set once per change, and always to the latest totals.
-func TestTotalsAreRecordedWhenTheyChange(t *testing.T) {
-	var r totalsRecorder
-	got := map[string]float64{}
-	sets := 0
-	set := func(name string, v float64) { got[name] = v; sets++ }
-	first := cassandra.Totals{Applied: 3, Skipped: 1}
-	for range 4 {
-		r.record(first, set)
+// An operation Cassandra can never hold goes to the dead-letter topic
+// counted as a schema problem when it does not fit the view's table, as
+// rejected otherwise; never under its error's text.
+func TestRejectedReason(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want pf.DeadLetterReason
+	}{
+		{name: "unknown column", err: fmt.Errorf("%w: %w: colour", cassandra.ErrRejected, cassandra.ErrUnknownColumn), want: pf.ReasonSchema},
+		{name: "value does not fit", err: fmt.Errorf("%w: %w: bigint wants a JSON integer", cassandra.ErrRejected, cassandra.ErrBadValue), want: pf.ReasonSchema},
+		{name: "operation for another view", err: fmt.Errorf("%w: %w", cassandra.ErrRejected, cassandra.ErrWrongView), want: pf.ReasonSchema},
+		{name: "key of the wrong shape", err: fmt.Errorf("%w: %w", cassandra.ErrRejected, cassandra.ErrBadKey), want: pf.ReasonSchema},
+		{name: "another merge rule", err: fmt.Errorf("%w: %w", cassandra.ErrRejected, cassandra.ErrWrongMerge), want: pf.ReasonSchema},
+		{name: "origin of another epoch", err: fmt.Errorf("%w: %w", cassandra.ErrRejected, cassandra.ErrEpochChanged), want: pf.ReasonRejected},
+		{name: "Cassandra refused the write", err: fmt.Errorf("%w: writing a row: invalid", cassandra.ErrRejected), want: pf.ReasonRejected},
 	}
-	if sets != 3 || got[cassandra.MetricApplied] != 3 || got[cassandra.MetricSkipped] != 1 || got[cassandra.MetricRejected] != 0 {
-		t.Fatalf("after one batch: %d metrics set, %v; want 3, applied 3, skipped 1, rejected 0", sets, got)
-	}
-	r.record(cassandra.Totals{Applied: 3, Skipped: 1, Rejected: 2}, set)
-	r.record(cassandra.Totals{Applied: 3, Skipped: 1, Rejected: 2}, set)
-	if sets != 6 || got[cassandra.MetricRejected] != 2 {
-		t.Errorf("after a second batch: %d metrics set, %v; want 6, rejected 2", sets, got)
-	}
-	var zero totalsRecorder
-	zero.record(cassandra.Totals{}, set)
-	if sets != 9 {
-		t.Errorf("the first totals, all zero, set %d metrics, want 3", sets-6)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rejectedReason(tc.err); got != tc.want {
+				t.Errorf("rejectedReason = %s, want %s", got, tc.want)
+			}
+			// What the runtime counts the dead letter under.
+			if got := pf.ReasonOf(pf.Permanent(pf.WithReason(rejectedReason(tc.err), tc.err))); got != tc.want {
+				t.Errorf("the runtime counts it as %s, want %s", got, tc.want)
+			}
+		})
 	}
 }

@@ -22,7 +22,7 @@ type Sink struct {
 	startOnce sync.Once
 	ready     chan struct{}
 	batcher   *cassandra.Batcher
-	totals    totalsRecorder
+	metrics   *cassandra.SinkMetrics
 	// instance is the first input's FunctionContext, kept for what
 	// concerns the instance (secrets, faults, backlog, metrics): the
 	// handler takes every other input with pf.InputOf and pf.Defer, so
@@ -33,7 +33,7 @@ type Sink struct {
 // NewSink returns a sink of cfg (see readConfig) that connects on the
 // first message.
 func NewSink(cfg cassandra.Config) *Sink {
-	return &Sink{cfg: cfg, ready: make(chan struct{})}
+	return &Sink{cfg: cfg, ready: make(chan struct{}), metrics: cassandra.NewSinkMetrics()}
 }
 
 // Handle queues one view operation for the next batch and returns at once,
@@ -49,6 +49,9 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 	}
 	s.startOnce.Do(func() {
 		s.instance, _ = pf.FromContext(ctx)
+		if err := s.metrics.Register(s.instance.MetricsRegisterer()); err != nil {
+			slog.Error("registering the sink's metrics: the metrics endpoint goes without them", "error", err)
+		}
 		// A panic in the sink's goroutines stops the instance with the
 		// error, so that the worker starts it again, instead of ending
 		// the process with no word or leaving callers waiting forever.
@@ -61,12 +64,12 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 	})
 	op, err := envelope.DecodeRowOp(payload)
 	if err != nil {
-		return pf.Permanent(err)
+		return pf.Permanent(pf.WithReason(pf.ReasonMalformed, err))
 	}
 	origin := in.Origin
 	if origin.IsZero() {
 		if origin, err = envelope.OriginFromProperties(in.Message.Properties()); err != nil {
-			return pf.Permanent(fmt.Errorf("reading the origin of a view operation on %s: %w", op.View, err))
+			return pf.Permanent(pf.WithReason(pf.ReasonMalformed, fmt.Errorf("reading the origin of a view operation on %s: %w", op.View, err)))
 		}
 	}
 	select {
@@ -76,13 +79,30 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 	}
 	complete, _ := pf.Defer(ctx)
 	s.batcher.Upcoming(s.instance.Pending())
+	eventTime, published := op.EventTime, in.Message.PublishTime()
 	return s.batcher.SubmitAsync(ctx, cassandra.Op{View: op, Origin: origin}, func(err error) {
-		if errors.Is(err, cassandra.ErrRejected) {
-			err = pf.Permanent(err)
+		switch {
+		case err == nil:
+			s.metrics.Confirmed(eventTime, published, time.Now())
+		case errors.Is(err, cassandra.ErrRejected):
+			err = pf.Permanent(pf.WithReason(rejectedReason(err), err))
 		}
-		s.totals.record(s.batcher.Totals(), s.instance.RecordMetric)
 		complete(err)
 	})
+}
+
+// rejectedReason classes an operation Cassandra can never hold for its
+// dead letter: one that does not fit the view's table (another view, an
+// unknown column or merge, a key or value of the wrong shape) is a schema
+// problem; anything else (an origin of another epoch, a write Cassandra
+// refuses) is rejected.
+func rejectedReason(err error) pf.DeadLetterReason {
+	for _, target := range []error{cassandra.ErrWrongView, cassandra.ErrUnknownColumn, cassandra.ErrWrongMerge, cassandra.ErrBadKey, cassandra.ErrBadValue} {
+		if errors.Is(err, target) {
+			return pf.ReasonSchema
+		}
+	}
+	return pf.ReasonRejected
 }
 
 // setUp connects, creates or checks the schema and starts the batcher. It
@@ -102,7 +122,9 @@ func (s *Sink) setUp(faults *safego.Faults, user, password string) {
 	for {
 		applier, session, err := cassandra.Open(ctx, cfg)
 		if err == nil {
+			applier.SetMetrics(s.metrics)
 			s.batcher = cassandra.NewBatcher(applier, cfg.Settings.LiveCut(), cfg.Settings.Pipeline)
+			s.recordUserMetrics()
 			applier.Faults().Forward(faults.Report)
 			s.batcher.Faults().Forward(faults.Report)
 			if cfg.Settings.Registry != "" {
@@ -145,28 +167,26 @@ var setupPatience = 2 * time.Minute
 // registry: a table that went live gets live batches within this time.
 const registryPoll = 2 * time.Second
 
-// totalsRecorder exports the batcher's totals, so that no skipped
-// operation goes unseen: as user metrics, each time they have changed.
-// Every operation's callback offers them, but the operations of one batch
-// all see the same totals, and three metrics recorded per operation were
-// three locks and map writes per message.
-type totalsRecorder struct {
-	mu       sync.Mutex
-	last     cassandra.Totals
-	recorded bool // last has been recorded
+// recordUserMetrics exports the batcher's totals, so that no skipped
+// operation goes unseen, and the newest event and last publish times the
+// sink confirmed, which foldline status shows: as user metrics read when
+// functions stats or a scrape asks, not set per operation.
+func (s *Sink) recordUserMetrics() {
+	totals := func(count func(cassandra.Totals) int64) func() float64 {
+		return func() float64 { return float64(count(s.batcher.Totals())) }
+	}
+	s.instance.RecordMetricFunc(cassandra.MetricApplied, totals(func(t cassandra.Totals) int64 { return t.Applied }))
+	s.instance.RecordMetricFunc(cassandra.MetricSkipped, totals(func(t cassandra.Totals) int64 { return t.Skipped }))
+	s.instance.RecordMetricFunc(cassandra.MetricRejected, totals(func(t cassandra.Totals) int64 { return t.Rejected }))
+	s.instance.RecordMetricFunc(cassandra.MetricExpired, totals(func(t cassandra.Totals) int64 { return t.Expired }))
+	s.instance.RecordMetricFunc(cassandra.MetricNewestEventTime, func() float64 { return unixSeconds(s.metrics.NewestEventTime()) })
+	s.instance.RecordMetricFunc(cassandra.MetricLastAppliedPublishTime, func() float64 { return unixSeconds(s.metrics.LastAppliedPublishTime()) })
 }
 
-// record sets the four metrics with set when t differs from the totals
-// it set last.
-func (r *totalsRecorder) record(t cassandra.Totals, set func(name string, value float64)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.recorded && t == r.last {
-		return
+// unixSeconds is t in seconds since the epoch, 0 for the zero time.
+func unixSeconds(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
 	}
-	r.last, r.recorded = t, true
-	set(cassandra.MetricApplied, float64(t.Applied))
-	set(cassandra.MetricSkipped, float64(t.Skipped))
-	set(cassandra.MetricRejected, float64(t.Rejected))
-	set(cassandra.MetricExpired, float64(t.Expired))
+	return float64(t.UnixNano()) / 1e9
 }
