@@ -125,6 +125,14 @@ func BenchmarkFreshness(b *testing.B) {
 		}{{"published → row visible, p50", p50}, {"p90", p90}, {"p99 (aim " + freshnessAim + ")", p99}, {"max", most}} {
 			fmt.Fprintf(tw, "%s\t%s\t\n", q.name, q.d.Round(time.Millisecond))
 		}
+		slices.Sort(run.windowed)
+		var wp50, wp99 time.Duration
+		if len(run.windowed) > 0 {
+			wp50, wp99 = quantile(run.windowed, 0.50), quantile(run.windowed, 0.99)
+			fmt.Fprintf(tw, "purchases visible in their tile of user_purchases_7d (windowed), of %d followed\t%d\t\n", len(run.windowed)+run.windowedLost, len(run.windowed))
+			fmt.Fprintf(tw, "windowed: published → tile visible, p50\t%s\t\n", wp50.Round(time.Millisecond))
+			fmt.Fprintf(tw, "windowed: p99 (aim %s)\t%s\t\n", freshnessAim, wp99.Round(time.Millisecond))
+		}
 		fmt.Fprintf(tw, "load average before / after (2 cores, shared)\t%s / %s\t\n", loadBefore, loadAfter)
 		tw.Flush()
 		fmt.Printf("paced run started at %s\n", run.start.UTC().Format("15:04:05.000"))
@@ -132,8 +140,8 @@ func BenchmarkFreshness(b *testing.B) {
 		if ingested > caughtUp*9/10 {
 			b.Logf("the views caught up within 10%% of the ingest's end: the burst measured the producer as much as the pipeline, and saturation may be higher")
 		}
-		if run.lost > 0 {
-			b.Fatalf("%d of %d samples were not visible within %v", run.lost, run.followed, freshnessGiveUp)
+		if run.lost > 0 || run.windowedLost > 0 {
+			b.Fatalf("%d of %d samples (and %d windowed ones) were not visible within %v", run.lost, run.followed, run.windowedLost, freshnessGiveUp)
 		}
 
 		ms := func(figure string, d time.Duration) benchreport.Figure {
@@ -148,6 +156,12 @@ func BenchmarkFreshness(b *testing.B) {
 			ms("published → visible p99", p99).Aiming(freshnessAim),
 			ms("published → visible max", most),
 		)
+		if err == nil && len(run.windowed) > 0 {
+			err = benchreport.Emit(
+				ms("windowed view: published → tile visible p50", wp50),
+				ms("windowed view: published → tile visible p99", wp99).Aiming(freshnessAim),
+			)
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -196,8 +210,13 @@ type pacedRun struct {
 	followed int               // samples followed
 	lost     int               // samples whose row never showed them
 	samples  []freshnessSample // of the samples seen, in no order
-	cpu      *cpuSampler       // the machine's CPU over the run
-	start    time.Time         // when the first event was sent
+	// windowed holds the purchases followed to their tile of the windowed
+	// view user_purchases_7d (published → visible), windowedLost those
+	// never seen there.
+	windowed     []time.Duration
+	windowedLost int
+	cpu          *cpuSampler // the machine's CPU over the run
+	start        time.Time   // when the first event was sent
 }
 
 // freshnessSample is one event followed to its row.
@@ -281,13 +300,40 @@ func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate flo
 		waiting sync.WaitGroup
 		failed  error
 	)
-	watch := s.watchApplied(ctx, table)
+	watch := s.watchApplied(ctx, table, false)
+	// Purchases also go to the windowed view user_purchases_7d: a sample of
+	// those whose tile is live is followed to it (a purchase is about a
+	// sixth of the events, so six times as often).
+	var windowWatch *appliedWatch
+	var windowedEvery int
+	var expiresBefore time.Time
+	if s.windowed {
+		wt, err := s.activeTable("user_purchases_7d")
+		if err != nil {
+			b.Fatal(err)
+		}
+		windowWatch = s.watchApplied(ctx, wt, true)
+		windowedEvery = max(1, every/6)
+		expiresBefore = time.Now().Add(-7*24*time.Hour + time.Hour) // a live tile, with an hour to spare
+	}
+	followWindow := func(user string, tile, sent time.Time, id pulsar.MessageID) {
+		pos := envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
+		d, err := windowWatch.await(ctx, user, tile, pos, sent)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			run.windowedLost++
+			b.Logf("windowed sample of %s at %s: %v", user, pos, err)
+			return
+		}
+		run.windowed = append(run.windowed, d)
+	}
 	start := time.Now()
 	run.cpu = sampleCPU(ctx, start)
 	run.start = start
 	follow := func(user string, sent, confirmed time.Time, id pulsar.MessageID) {
 		pos := envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
-		d, err := watch.await(ctx, user, pos, sent)
+		d, err := watch.await(ctx, user, time.Time{}, pos, sent)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -302,7 +348,7 @@ func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate flo
 		if wait := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); wait > 0 {
 			time.Sleep(wait)
 		}
-		var ev struct{ User, Time string }
+		var ev struct{ User, Time, Type string }
 		_ = json.Unmarshal(line, &ev) // malformed lines go as they are, and are not sampled
 		msg := &pulsar.ProducerMessage{Payload: line, Key: ev.User}
 		if at, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil {
@@ -313,6 +359,11 @@ func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate flo
 			run.followed++
 			waiting.Add(1)
 		}
+		tile := msg.EventTime.UTC().Truncate(time.Hour)
+		windowSample := windowWatch != nil && ev.Type == "purchase" && i%windowedEvery == 0 && !rejected[i] && tile.After(expiresBefore)
+		if windowSample {
+			waiting.Add(1)
+		}
 		sent := time.Now()
 		producer.SendAsync(ctx, msg, func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 			confirmed := time.Now()
@@ -320,6 +371,16 @@ func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate flo
 				mu.Lock()
 				failed = fmt.Errorf("publishing line %d: %w", i, err)
 				mu.Unlock()
+			}
+			if windowSample {
+				if err != nil {
+					waiting.Done()
+				} else {
+					go func() {
+						defer waiting.Done()
+						followWindow(ev.User, tile, sent, id)
+					}()
+				}
 			}
 			if !sample {
 				return
@@ -359,15 +420,20 @@ func (s *shop) publishPaced(b *testing.B, table string, lines [][]byte, rate flo
 type appliedWatch struct {
 	s     *shop
 	table string
-	mu    sync.Mutex
-	wait  map[string][]*appliedWaiter // by user
-	woken chan struct{}
+	// windowed: the table is a windowed view's, whose rows are tiles; a
+	// waiter waits for its event's tile.
+	windowed bool
+	mu       sync.Mutex
+	wait     map[string][]*appliedWaiter // by user
+	woken    chan struct{}
 }
 
 // appliedWaiter is one sample waiting for its row.
 type appliedWaiter struct {
 	pos  envelope.Position
 	sent time.Time
+	// tile is the event's tile in a windowed view.
+	tile time.Time
 	done chan appliedResult
 }
 
@@ -376,19 +442,20 @@ type appliedResult struct {
 	err error
 }
 
-// watchApplied starts an appliedWatch of table; it stops with ctx.
-func (s *shop) watchApplied(ctx context.Context, table string) *appliedWatch {
-	w := &appliedWatch{s: s, table: table, wait: map[string][]*appliedWaiter{}, woken: make(chan struct{}, 1)}
+// watchApplied starts an appliedWatch of table (a windowed view's when
+// windowed); it stops with ctx.
+func (s *shop) watchApplied(ctx context.Context, table string, windowed bool) *appliedWatch {
+	w := &appliedWatch{s: s, table: table, windowed: windowed, wait: map[string][]*appliedWaiter{}, woken: make(chan struct{}, 1)}
 	go w.run(ctx)
 	return w
 }
 
-// await waits until user's row has applied pos, and returns the time since
-// sent.
-func (w *appliedWatch) await(ctx context.Context, user string, pos envelope.Position, sent time.Time) (time.Duration, error) {
+// await waits until user's row (in a windowed view, the row of tile) has
+// applied pos, and returns the time since sent.
+func (w *appliedWatch) await(ctx context.Context, user string, tile time.Time, pos envelope.Position, sent time.Time) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, freshnessGiveUp)
 	defer cancel()
-	waiter := &appliedWaiter{pos: pos, sent: sent, done: make(chan appliedResult, 1)}
+	waiter := &appliedWaiter{pos: pos, sent: sent, tile: tile, done: make(chan appliedResult, 1)}
 	w.mu.Lock()
 	w.wait[user] = append(w.wait[user], waiter)
 	w.mu.Unlock()
@@ -409,7 +476,11 @@ func (w *appliedWatch) await(ctx context.Context, user string, pos envelope.Posi
 
 // run reads the waiting users' rows every freshnessPoll while any wait.
 func (w *appliedWatch) run(ctx context.Context) {
-	stmt := `SELECT "user", fl_applied FROM ` + w.s.keyspace + `.` + w.table + ` WHERE "user" IN ?`
+	tile := "toTimestamp(now())" // a constant for a table without tiles
+	if w.windowed {
+		tile = "fl_tile"
+	}
+	stmt := `SELECT "user", ` + tile + `, fl_applied FROM ` + w.s.keyspace + `.` + w.table + ` WHERE "user" IN ?`
 	for {
 		w.mu.Lock()
 		users := slices.Collect(maps.Keys(w.wait))
@@ -427,12 +498,13 @@ func (w *appliedWatch) run(ctx context.Context) {
 		seen := time.Now()
 		var (
 			user    string
+			tile    time.Time
 			applied map[string]string
 		)
 		// A user's row before its first event does not exist: not
 		// visible yet, like an older position.
-		for iter.Scan(&user, &applied) {
-			w.answer(user, applied, seen)
+		for iter.Scan(&user, &tile, &applied) {
+			w.answer(user, tile, applied, seen)
 			applied = nil
 		}
 		_ = iter.Close() // a failed read is tried again at the next poll
@@ -444,8 +516,9 @@ func (w *appliedWatch) run(ctx context.Context) {
 	}
 }
 
-// answer wakes the waiters of user whose event the row has applied.
-func (w *appliedWatch) answer(user string, applied map[string]string, seen time.Time) {
+// answer wakes the waiters of user whose event the row (of tile, in a
+// windowed view) has applied.
+func (w *appliedWatch) answer(user string, tile time.Time, applied map[string]string, seen time.Time) {
 	var at []envelope.Position
 	var bad error
 	for _, p := range applied {
@@ -462,6 +535,9 @@ func (w *appliedWatch) answer(user string, applied map[string]string, seen time.
 		if bad != nil {
 			x.done <- appliedResult{err: bad}
 			return true
+		}
+		if w.windowed && !x.tile.Equal(tile) {
+			return false
 		}
 		for _, a := range at {
 			if a.Compare(x.pos) >= 0 {
