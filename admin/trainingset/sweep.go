@@ -1,7 +1,9 @@
 package trainingset
 
 import (
+	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -31,6 +33,9 @@ type sweepLabel struct {
 	keys [][]any
 }
 
+// sweepGCPercent is the garbage collector's setting while a sweep runs.
+const sweepGCPercent = 400
+
 // sweepTopic is the origin topic of the operations as a sweep applies them:
 // numbered in the order it applies them (see sweepOne).
 const sweepTopic = "foldline-training-set"
@@ -47,6 +52,14 @@ const sweepTopic = "foldline-training-set"
 // views are swept at once, on up to GOMAXPROCS cores. The views' operation
 // slices are reordered in place.
 func sweep(views []sweepView, labels []sweepLabel, exclusive bool) ([][]map[string]any, error) {
+	// The operations are a large live heap that the sweep only reads: a
+	// collection each time the heap doubles spent about a sixth of the
+	// sweep's CPU (BenchmarkSweep, 300 000 events: 3.7 CPU-s at Go's
+	// default, 3.1 at 400, as the fused backfill runs). GOGC, when set,
+	// wins.
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(sweepGCPercent))
+	}
 	order := make([]int, len(labels))
 	for i := range order {
 		order[i] = i

@@ -29,6 +29,11 @@ type MemTable struct {
 	tiles map[string][]*memRow
 	// Totals counts the operations applied, skipped and rejected.
 	Totals Totals
+	// known remembers the keys bind decoded, by their JSON: a row's
+	// operations keep coming, and its key need be decoded and made into a
+	// row key once (a third of Apply's time without it, over the training
+	// set benchmark's million events).
+	known *bindArena
 }
 
 type memRow struct {
@@ -55,13 +60,13 @@ func NewMemTable(schema ViewSchema) (*MemTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &MemTable{view: v, rows: map[string]*memRow{}, tiles: map[string][]*memRow{}}, nil
+	return &MemTable{view: v, rows: map[string]*memRow{}, tiles: map[string][]*memRow{}, known: &bindArena{rows: map[string]boundKey{}}}, nil
 }
 
 // Apply folds one operation. An error is the sink's for an operation it
 // would dead-letter (errors.Is ErrWrongView, ErrBadValue, ErrEpochChanged…).
 func (m *MemTable) Apply(op Op) (applied bool, err error) {
-	b, err := m.view.bind(0, op, nil)
+	b, err := m.view.bind(0, op, m.known)
 	if err != nil {
 		m.Totals.Rejected++
 		return false, err
@@ -146,7 +151,11 @@ func (m *MemTable) EntityOf(op Op) (string, error) {
 // insertTile adds a new tile row to an entity's, which are in order of
 // their start: most often at the end, events coming roughly in time order.
 func insertTile(rows []*memRow, r *memRow) []*memRow {
-	i, _ := slices.BinarySearchFunc(rows, tileStartOf(r), compareTileStart)
+	start := tileStartOf(r)
+	if len(rows) == 0 || tileStartOf(rows[len(rows)-1]).Before(start) {
+		return append(rows, r)
+	}
+	i, _ := slices.BinarySearchFunc(rows, start, compareTileStart)
 	return slices.Insert(rows, i, r)
 }
 
