@@ -194,8 +194,9 @@ type view struct {
 	schema cassandra.ViewSchema
 	// keys names rows as the fold does; it holds no row.
 	keys *cassandra.MemTable
-	// wanted are the entities the labels name (MemTable.RowKey).
-	wanted map[string]bool
+	// lastLabel holds the time of the last label of each entity the
+	// labels name (by MemTable.RowKey).
+	lastLabel map[string]time.Time
 	// ops are the view's operations on wanted entities, in ledger order.
 	ops []timedOp
 }
@@ -236,7 +237,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		views[i] = &view{name: v.Name, schema: schema, keys: keys, wanted: map[string]bool{}}
+		views[i] = &view{name: v.Name, schema: schema, keys: keys, lastLabel: map[string]time.Time{}}
 	}
 	columns := outputColumns(views)
 	header, labels, bad, err := readLabels(opts.Labels, views, columns)
@@ -246,7 +247,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	res := &Result{Out: opts.Output, Views: opts.Views, Labels: len(labels) + len(bad), Skipped: bad}
 	for _, l := range labels {
 		for i, v := range views {
-			v.wanted[l.rowKeys[i]] = true
+			if last, ok := v.lastLabel[l.rowKeys[i]]; !ok || l.at.After(last) {
+				v.lastLabel[l.rowKeys[i]] = l.at
+			}
 		}
 	}
 
@@ -257,12 +260,24 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}, func(i int, op cassandra.Op, event localrun.Message) error {
 		v := views[i] // called from view i's goroutine only
 		entity, err := v.keys.EntityOf(op)
-		if err != nil || !v.wanted[entity] {
-			return nil // a rejected operation changes no row; an unlabelled entity is not needed
+		if err != nil {
+			return nil // a rejected operation changes no row
+		}
+		last, wanted := v.lastLabel[entity]
+		if !wanted {
+			return nil // no label reads its entity
 		}
 		at := event.PublishTime
 		if opts.Time == TimeEvent && !event.EventTime.IsZero() {
 			at = event.EventTime // without an event time of its own: its publish time, as a replay does
+		}
+		if opts.Time == TimePublish && at.After(last) {
+			// After every label of its entity: no label reads it, and
+			// the fold of the ones kept, in ledger order by publish time,
+			// is the same without it (positions only grow along a topic,
+			// so it makes no later one a redelivery). By event time the
+			// sweep first folds them all in ledger order (sweepOne).
+			return nil
 		}
 		v.ops = append(v.ops, timedOp{op: op, at: at})
 		return nil

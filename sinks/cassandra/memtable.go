@@ -29,10 +29,9 @@ type MemTable struct {
 	tiles map[string][]*memRow
 	// Totals counts the operations applied, skipped and rejected.
 	Totals Totals
-	// known remembers the keys bind decoded, by their JSON: a row's
-	// operations keep coming, and its key need be decoded and made into a
-	// row key once (a third of Apply's time without it, over the training
-	// set benchmark's million events).
+	// known remembers the keys bind decoded last, by their JSON: a row's
+	// operations keep coming, and its key need not be decoded and made
+	// into a row key for each.
 	known *bindArena
 }
 
@@ -66,6 +65,12 @@ func NewMemTable(schema ViewSchema) (*MemTable, error) {
 // Apply folds one operation. An error is the sink's for an operation it
 // would dead-letter (errors.Is ErrWrongView, ErrBadValue, ErrEpochChanged…).
 func (m *MemTable) Apply(op Op) (applied bool, err error) {
+	if len(m.known.rows) >= internLimit {
+		// As the interner: the keys in use again are remembered again,
+		// and a table of a million rows (tiles) does not keep two keys
+		// for each.
+		clear(m.known.rows)
+	}
 	b, err := m.view.bind(0, op, m.known)
 	if err != nil {
 		m.Totals.Rejected++
