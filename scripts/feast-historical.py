@@ -2,7 +2,7 @@
 
 Run by scripts/bench-training-set with the Python of its Feast venv:
 
-    feast-historical.py DIR [STORE]
+    feast-historical.py DIR [STORE [ROUNDS]]
 
 STORE is the offline store: file (Feast's default, on Dask; the default
 here too) or duckdb (the feast[duckdb] extra). DIR holds what BenchmarkSweep wrote with FOLDLINE_BENCH_FEAST_DIR: a feature
@@ -10,7 +10,8 @@ log per view (<view>.parquet: the entity, event_timestamp, created and the
 view's columns after each of its events), the labels (labels.parquet: an
 entity dataframe) and Foldline's rows (foldline.parquet). This makes a Feast
 repository in DIR/feast-STORE, applies the three feature
-views, times get_historical_features(...).to_df() for the labels, and
+views, times get_historical_features(...).to_df() for the labels ROUNDS
+times (default 1) and keeps the fastest, and
 compares its values with Foldline's: exactly for the all-time views; the
 windowed view's are counted apart, a snapshot log holding a window as of the
 entity's last event, not as of the label's time. Prints one JSON object.
@@ -35,7 +36,7 @@ VIEWS = {
 ALL_TIME = ("acts", "sales")
 
 
-def main(data, offline_store):
+def main(data, offline_store, rounds):
     repo = os.path.join(data, "feast-" + offline_store)
     os.makedirs(os.path.join(repo, "data"), exist_ok=True)
     with open(os.path.join(repo, "feature_store.yaml"), "w") as f:
@@ -76,11 +77,15 @@ def main(data, offline_store):
     labels = pd.read_parquet(os.path.join(data, "labels.parquet"))
     labels["event_timestamp"] = pd.to_datetime(labels["event_timestamp"], utc=True)
     features = [f"{v}:{c}" for v, (_, cols) in VIEWS.items() for c, _ in cols]
-    start, start_cpu = time.perf_counter(), time.process_time()
-    got = store.get_historical_features(
-        entity_df=labels, features=features, full_feature_names=True
-    ).to_df()
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
+    seconds = cpu_seconds = None
+    for _ in range(rounds):  # the best round: the one the machine's other work disturbed least
+        start, start_cpu = time.perf_counter(), time.process_time()
+        got = store.get_historical_features(
+            entity_df=labels, features=features, full_feature_names=True
+        ).to_df()
+        wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+        if seconds is None or wall < seconds:
+            seconds, cpu_seconds = wall, cpu
 
     want = pd.read_parquet(os.path.join(data, "foldline.parquet"))
     both = got.merge(want, on="label_id", suffixes=("_feast", "_foldline"))
@@ -107,6 +112,7 @@ def main(data, offline_store):
             {
                 "seconds": seconds,
                 "cpu_seconds": cpu_seconds,
+                "rounds": rounds,
                 "offline_store": store.config.offline_store.type,
                 "labels": len(labels),
                 "rows": len(got),
@@ -121,4 +127,8 @@ def main(data, offline_store):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "file")
+    main(
+        sys.argv[1],
+        sys.argv[2] if len(sys.argv) > 2 else "file",
+        int(sys.argv[3]) if len(sys.argv) > 3 else 1,
+    )

@@ -60,10 +60,14 @@ func BenchmarkTrainingSet(b *testing.B) {
 	runs := 0
 	run := func(bin, labels string, views ...string) time.Duration {
 		runs++
-		args := []string{"training-set", views[0], manifests, "--tenant", s.tenant, "--labels", labels, "--out", filepath.Join(dir, fmt.Sprintf("set-%d.csv", runs))}
-		for _, v := range views[1:] {
-			args = append(args, "--view", v)
+		args := []string{"training-set", views[0], manifests}
+		if len(views) > 1 {
+			args = []string{"training-set", manifests}
+			for _, v := range views {
+				args = append(args, "--view", v)
+			}
 		}
+		args = append(args, "--tenant", s.tenant, "--labels", labels, "--out", filepath.Join(dir, fmt.Sprintf("set-%d.csv", runs)))
 		cmd := exec.CommandContext(b.Context(), bin, args...)
 		cmd.Dir = testenv.RepoRoot()
 		start := time.Now()
@@ -72,7 +76,7 @@ func BenchmarkTrainingSet(b *testing.B) {
 			b.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
 		}
 		d := time.Since(start)
-		b.Logf("%s (%s): %s", strings.Join(args[:2], " "), d.Round(10*time.Millisecond), strings.TrimSpace(string(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:])))
+		b.Logf("%s %s (%s): %s", bin, strings.Join(args[:len(args)-6], " "), d.Round(10*time.Millisecond), strings.TrimSpace(string(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:])))
 		return d
 	}
 	type figure struct {
