@@ -17,6 +17,7 @@ import (
 	"github.com/foldline/foldline/admin/trainingset"
 	"github.com/foldline/foldline/admin/views"
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/internal/shopfold"
 )
 
 // TestReplayAsOfATime replays user_activity as of a time between two
@@ -105,14 +106,16 @@ func TestReplayAsOfATime(t *testing.T) {
 	}
 	now := time.Now()
 	users := slices.Sorted(maps.Keys(live))
-	var labels []label
+	var before, atCut, atNow []label
 	for _, u := range users {
-		labels = append(labels, label{u, first.Add(-time.Second)}, label{u, cut}, label{u, now})
+		before = append(before, label{user: u, at: first.Add(-time.Second)})
+		atCut = append(atCut, label{user: u, at: cut})
+		atNow = append(atNow, label{user: u, at: now})
 	}
-	rows, tres := s.trainingSet(t, labels, trainingset.TimePublish, "asof.parquet", "")
-	checkAsOf(t, "before any event", rows, users, first.Add(-time.Second), nil)
-	checkAsOf(t, "as of the replay's cut", rows, users, cut, snapshot)
-	checkAsOf(t, "now", rows, users, now, live)
+	rows, tres := s.trainingSet(t, slices.Concat(before, atCut, atNow), trainingset.TimePublish, "asof.parquet", "")
+	checkAsOf(t, "before any event", rows, before, shopfold.Result{})
+	checkAsOf(t, "as of the replay's cut", rows, atCut, shopfold.Result{UserActivity: snapshot})
+	checkAsOf(t, "now", rows, atNow, shopfold.Result{UserActivity: live})
 	t.Logf("training set of %d labels from %d ledger events in %.1f s", tres.Written, tres.Events, tres.Seconds)
 
 	list, err := views.List(t.Context(), views.Options{Command: s.opts.Command})

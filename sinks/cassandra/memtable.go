@@ -29,6 +29,10 @@ type MemTable struct {
 	tiles map[string][]*memRow
 	// Totals counts the operations applied, skipped and rejected.
 	Totals Totals
+	// known remembers the keys bind decoded last, by their JSON: a row's
+	// operations keep coming, and its key need not be decoded and made
+	// into a row key for each.
+	known *bindArena
 }
 
 type memRow struct {
@@ -55,13 +59,19 @@ func NewMemTable(schema ViewSchema) (*MemTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &MemTable{view: v, rows: map[string]*memRow{}, tiles: map[string][]*memRow{}}, nil
+	return &MemTable{view: v, rows: map[string]*memRow{}, tiles: map[string][]*memRow{}, known: &bindArena{rows: map[string]boundKey{}}}, nil
 }
 
 // Apply folds one operation. An error is the sink's for an operation it
 // would dead-letter (errors.Is ErrWrongView, ErrBadValue, ErrEpochChanged…).
 func (m *MemTable) Apply(op Op) (applied bool, err error) {
-	b, err := m.view.bind(0, op, nil)
+	if len(m.known.rows) >= internLimit {
+		// As the interner: the keys in use again are remembered again,
+		// and a table of a million rows (tiles) does not keep two keys
+		// for each.
+		clear(m.known.rows)
+	}
+	b, err := m.view.bind(0, op, m.known)
 	if err != nil {
 		m.Totals.Rejected++
 		return false, err
@@ -72,7 +82,7 @@ func (m *MemTable) Apply(op Op) (applied bool, err error) {
 		m.rows[b.rowKey] = r
 		if m.view.windowed {
 			entity := keyString(b.key[:len(b.key)-1])
-			m.tiles[entity] = append(m.tiles[entity], r)
+			m.tiles[entity] = insertTile(m.tiles[entity], r)
 		}
 	}
 	applied, err = m.view.fold(r.state, b)
@@ -103,6 +113,9 @@ func (m *MemTable) Row(key []any) (MemRow, bool) {
 // windowed view the tiles of each column's window combined
 // (ViewSchema.CombineTiles), with the entity's key; for any other view the
 // row itself. found is false when the entity has no row (no tile at all).
+// Only the tiles some column's window as of at reaches are read: asked at
+// each of many times (a training set's labels), its cost is that of a
+// window, not of the entity's whole history.
 func (m *MemTable) AsOf(key []any, at time.Time) (row MemRow, found bool) {
 	if !m.view.windowed {
 		return m.Row(key)
@@ -111,12 +124,59 @@ func (m *MemTable) AsOf(key []any, at time.Time) (row MemRow, found bool) {
 	if len(rows) == 0 {
 		return MemRow{}, false
 	}
-	tiles := make([]Tile, len(rows))
-	for i, r := range rows {
-		mr := m.view.memRow(r.key, r.state)
-		tiles[i] = Tile{Start: r.key[len(r.key)-1].(time.Time), Values: mr.Values, LatestAt: mr.LatestAt}
+	last := TileStart(at, m.view.hop)
+	first := last.Add(-(m.view.retention - m.view.hop)) // the longest window
+	lo, _ := slices.BinarySearchFunc(rows, first, compareTileStart)
+	hi, found := slices.BinarySearchFunc(rows, last, compareTileStart)
+	if found {
+		hi++
+	}
+	tiles := make([]Tile, 0, hi-lo)
+	for _, r := range rows[lo:hi] {
+		tiles = append(tiles, m.view.tile(r))
 	}
 	return MemRow{Key: key, Values: m.view.schema.CombineTiles(tiles, at)}, true
+}
+
+// EntityOf returns the key, as RowKey gives it, of the entity op is on:
+// its row's (KeyOf) for a view without windows, for a windowed view the
+// entity whose tile it is on (what AsOf takes); an error for an operation
+// the sink would reject.
+func (m *MemTable) EntityOf(op Op) (string, error) {
+	b, err := m.view.bind(0, op, nil)
+	if err != nil {
+		return "", err
+	}
+	if m.view.windowed {
+		return keyString(b.key[:len(b.key)-1]), nil
+	}
+	return b.rowKey, nil
+}
+
+// insertTile adds a new tile row to an entity's, which are in order of
+// their start: most often at the end, events coming roughly in time order.
+func insertTile(rows []*memRow, r *memRow) []*memRow {
+	start := tileStartOf(r)
+	if len(rows) == 0 || tileStartOf(rows[len(rows)-1]).Before(start) {
+		return append(rows, r)
+	}
+	i, _ := slices.BinarySearchFunc(rows, start, compareTileStart)
+	return slices.Insert(rows, i, r)
+}
+
+func tileStartOf(r *memRow) time.Time { return r.key[len(r.key)-1].(time.Time) }
+
+func compareTileStart(r *memRow, t time.Time) int { return tileStartOf(r).Compare(t) }
+
+// tile is a windowed view's row as a Tile.
+func (v *compiledView) tile(r *memRow) Tile {
+	t := Tile{Start: tileStartOf(r), Values: make(map[string]any, len(v.schema.Columns)), LatestAt: r.state.latestAt}
+	for i, c := range v.schema.Columns {
+		if r.state.values[i] != nil {
+			t.Values[c.Name] = r.state.values[i]
+		}
+	}
+	return t
 }
 
 // Rows yields every row, tombstones included, in no particular order.
@@ -177,6 +237,10 @@ func keyString(key []any) string {
 			b = strconv.AppendQuote(b, x)
 		case int64:
 			b = append(strconv.AppendInt(append(b, '"'), x, 10), '"')
+		case time.Time:
+			// The instant, whatever its location; and a windowed view's
+			// tile start in each of its keys without fmt's formatting.
+			b = strconv.AppendInt(append(b, 't'), x.UnixNano(), 10)
 		default:
 			b = strconv.AppendQuote(b, fmt.Sprint(v))
 		}

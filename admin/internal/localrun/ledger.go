@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"runtime"
@@ -112,12 +113,14 @@ func FromPulsar(msg pulsar.Message) Message {
 	}
 }
 
-// Job is one view of the manifests, to run locally over its tenant's
-// ledger.
+// Job is one or more views of the manifests, to run locally over their
+// tenant's ledger.
 type Job struct {
 	Set   *manifest.Set
 	Graph *manifest.Graph
+	// View is the first of Views: the one OverLedger runs.
 	View  *manifest.View
+	Views []*manifest.View
 	// Clients talk to the tenant's Pulsar.
 	Clients *pulsarx.Clients
 
@@ -129,27 +132,58 @@ type Job struct {
 // unknown view or tenant is an exitcode.ErrNotFound error. cacheDir
 // receives the built binaries (default gobuild's).
 func Open(ctx context.Context, cmd target.Command, view, cacheDir string) (*Job, error) {
+	return OpenViews(ctx, cmd, []string{view}, cacheDir)
+}
+
+// OpenViews is Open for several views of the manifests, to run at once
+// over one read of the ledger (OverLedgerEach).
+func OpenViews(ctx context.Context, cmd target.Command, views []string, cacheDir string) (*Job, error) {
+	if len(views) == 0 {
+		return nil, fmt.Errorf("running views locally: no view named: %w", exitcode.ErrUsage)
+	}
 	set, graph, err := cmd.Target.LoadGraph(cmd.Dir)
 	if err != nil {
 		return nil, err
 	}
-	v, err := set.ViewByName(view)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, exitcode.ErrNotFound)
+	vs := make([]*manifest.View, len(views))
+	for i, name := range views {
+		if vs[i], err = set.ViewByName(name); err != nil {
+			return nil, fmt.Errorf("%w: %w", err, exitcode.ErrNotFound)
+		}
 	}
 	clients, err := pulsarx.ConnectTenant(ctx, cmd.Services, set.Tenant.Name)
 	if err != nil {
 		return nil, err
 	}
-	return &Job{Set: set, Graph: graph, View: v, Clients: clients, svc: cmd.Services, dir: cmd.Dir, cacheDir: cacheDir}, nil
+	return &Job{Set: set, Graph: graph, View: vs[0], Views: vs, Clients: clients, svc: cmd.Services, dir: cmd.Dir, cacheDir: cacheDir}, nil
 }
 
-// OverLedger runs the view's path locally over the ledger as it is now,
-// with the ledger topics' epochs as deploy gives them: batch sees each
-// batch of ledger events, op each view operation in ledger order with the
-// ledger event that caused it. It returns the dead letters of each
-// function.
+// OverLedger runs the view's path (Job.View's) locally over the ledger as
+// it is now, with the ledger topics' epochs as deploy gives them: batch
+// sees each batch of ledger events, op each view operation in ledger order
+// with the ledger event that caused it. It returns the dead letters of
+// each function.
 func (j *Job) OverLedger(ctx context.Context, batch func([]Message), op func(cassandra.Op, Message) error) (map[string]int64, error) {
+	dead, err := j.overLedger(ctx, j.Views[:1], batch, func(_ int, o cassandra.Op, e Message) error { return op(o, e) })
+	if err != nil {
+		return nil, err
+	}
+	return dead[0], nil
+}
+
+// OverLedgerEach is OverLedger for every view of the job at once, over one
+// read of the ledger (StreamEach): op gets the index in Views of the view
+// whose operation it is, and is called from one goroutine per view, so
+// that calls for different views may run at the same time; batch sees each
+// batch once, from the goroutine that reads the ledger, as it hands it
+// out. Each view's path runs in processes of its own: a function on the
+// paths of two views (the shop's validate) runs twice, once for each. It
+// returns the dead letters of each view's functions.
+func (j *Job) OverLedgerEach(ctx context.Context, batch func([]Message), op func(view int, op cassandra.Op, event Message) error) ([]map[string]int64, error) {
+	return j.overLedger(ctx, j.Views, batch, op)
+}
+
+func (j *Job) overLedger(ctx context.Context, views []*manifest.View, batch func([]Message), op func(int, cassandra.Op, Message) error) ([]map[string]int64, error) {
 	var ledgers []string
 	epochs := map[string]string{}
 	for _, t := range j.Set.Tenant.Ledger {
@@ -165,22 +199,40 @@ func (j *Job) OverLedger(ctx context.Context, batch func([]Message), op func(cas
 		ledgers = append(ledgers, t.Name)
 	}
 	builder := &gobuild.Builder{Dir: gobuild.ModuleDir(j.dir, "."), CacheDir: j.cacheDir, Platform: gobuild.Platform{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}}
-	p, err := Start(ctx, j.Graph, j.View.Name, builder, epochs)
-	if err != nil {
-		return nil, err
+	var pipelines []*Pipeline
+	closeAll := func() {
+		for _, p := range pipelines {
+			p.Close()
+		}
+	}
+	for _, v := range views {
+		p, err := Start(ctx, j.Graph, v.Name, builder, epochs)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		pipelines = append(pipelines, p)
 	}
 	client, err := pulsarx.NewClient(j.svc)
 	if err != nil {
-		p.Close()
+		closeAll()
 		return nil, err
 	}
 	defer client.Close()
-	if err := p.Stream(ctx, ReadLedger(ctx, client, ledgers, 2000), batch, op); err != nil {
-		p.Close()
+	if err := StreamEach(ctx, pipelines, ReadLedger(ctx, client, ledgers, 2000), batch, op); err != nil {
+		closeAll()
 		return nil, err
 	}
-	if err := p.Close(); err != nil {
+	var errs []error
+	dead := make([]map[string]int64, len(pipelines))
+	for i, p := range pipelines {
+		if err := p.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		dead[i] = p.DeadLetters
+	}
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return p.DeadLetters, nil
+	return dead, nil
 }

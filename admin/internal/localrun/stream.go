@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"sync"
 
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf/localwire"
@@ -125,6 +126,83 @@ func (p *Pipeline) Stream(ctx context.Context, batches iter.Seq2[[]Message, erro
 		}
 	}
 	return ctx.Err()
+}
+
+// StreamEach is Stream for several pipelines over the same ledger events:
+// the batches are read once, and every pipeline runs on each of them, all
+// at once. op gets the index in pipelines of the pipeline whose operation
+// it is, from one goroutine per pipeline (each pipeline's in the order
+// Stream gives them); batch sees each batch once, from the goroutine that
+// reads the batches, as it hands it to the pipelines (which only read it).
+// The first pipeline to fail stops the others, and its error is returned.
+func StreamEach(ctx context.Context, pipelines []*Pipeline, batches iter.Seq2[[]Message, error], batch func([]Message), op func(int, cassandra.Op, Message) error) error {
+	if len(pipelines) == 1 {
+		return pipelines[0].Stream(ctx, batches, batch, func(o cassandra.Op, e Message) error { return op(0, o, e) })
+	}
+	run, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type handed struct {
+		events []Message
+		err    error
+	}
+	feeds := make([]chan handed, len(pipelines))
+	for i := range feeds {
+		feeds[i] = make(chan handed, 1)
+	}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	wg.Go(func() {
+		defer func() {
+			for _, f := range feeds {
+				close(f)
+			}
+		}()
+		for events, err := range batches {
+			if err == nil {
+				batch(events)
+			}
+			for _, f := range feeds {
+				select {
+				case f <- handed{events, err}:
+				case <-run.Done():
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	for i, p := range pipelines {
+		wg.Go(func() {
+			feed := func(yield func([]Message, error) bool) {
+				for h := range feeds[i] {
+					if !yield(h.events, h.err) {
+						return
+					}
+				}
+			}
+			if err := p.Stream(run, feed, func([]Message) {}, func(o cassandra.Op, e Message) error { return op(i, o, e) }); err != nil {
+				fail(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err // the caller's: the pipelines may have stopped short without an error of their own
+	}
+	return firstErr
 }
 
 // step runs one stage over its inputs and returns the outputs bound for
