@@ -213,7 +213,7 @@ func Start(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 	return e.start(ctx, opts)
 }
 
-func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
+func (e *env) start(ctx context.Context, opts Options) (_ *backfillrecord.Record, err error) {
 	ks, view := e.set.Tenant.Keyspace, e.view.Name
 	if running, err := e.store.Unfinished(ctx, view); err != nil {
 		return nil, err
@@ -226,6 +226,9 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	}
 	if !exists {
 		return nil, fmt.Errorf("keyspace %s has no view registry: deploy the manifests first with foldline deploy: %w", ks, exitcode.ErrNotFound)
+	}
+	if err := registry.Ensure(ctx, e.cql, ks); err != nil { // its history, for a registry made before it
+		return nil, err
 	}
 	entry, err := registry.Get(ctx, e.cql, ks, view)
 	if err != nil {
@@ -295,6 +298,16 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 		defer func() { <-chained }()
 	}
 	defer func() { <-prebuilt }()
+	// The registry's history of the new table: the code that builds it,
+	// from the ledger's first event (recorded once the binaries are built,
+	// without holding the run up).
+	recorded := make(chan error, 1)
+	go func() { recorded <- e.recordBuilt(ctx, opts, rec, forked) }()
+	defer func() {
+		if rerr := <-recorded; rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
 	if engine == EngineFused {
 		// The copy's stages that read no ledger topic only read topics of
 		// the copy, empty until its ledger readers start after the fused
@@ -323,6 +336,20 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 		return rec, fmt.Errorf("deploying the backfill of %s (see foldline status; foldline backfill --abort %s removes it): %w", view, view, err)
 	}
 	return rec, nil
+}
+
+// recordBuilt records in the registry's history that rec's table is
+// built by the code of forked from the ledger's first event.
+func (e *env) recordBuilt(ctx context.Context, opts Options, rec *backfillrecord.Record, forked []*manifest.Stage) error {
+	codes, err := deploy.StageCodes(ctx, opts.Builder, forked)
+	if err != nil {
+		return err
+	}
+	note := "a backfill: its copy of the path read the ledger from its first event"
+	if rec.Until != "" {
+		note = "a replay as of " + rec.Until + ": its copy of the path read the ledger from its first event up to there"
+	}
+	return registry.Record(ctx, e.cql, e.set.Tenant.Keyspace, rec.View, rec.Table, registry.Event{Kind: registry.EventBuilt, By: "backfill", Stages: codes, Note: note})
 }
 
 // binariesOf returns the packages of stages' binaries.

@@ -30,6 +30,8 @@ type desiredFunction struct {
 	Stage  *manifest.Stage
 	Binary gobuild.Binary
 	Config utils.FunctionConfig
+	// Code is the stage's binary and config digests (code.go).
+	Code registry.StageCode
 }
 
 // renderFunctions builds every stage's binary and its function config, in
@@ -66,13 +68,18 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 		if st.Function != nil {
 			compressOutputs(&conf)
 		}
+		code, err := codeOf(st, bin)
+		if err != nil {
+			return nil, err
+		}
 		conf.UserConfig[UserConfigBinary] = bin.SHA256
+		conf.UserConfig[UserConfigConfigDigest] = code.Config
 		fp, err := fingerprint(conf)
 		if err != nil {
 			return nil, err
 		}
 		conf.UserConfig[UserConfigFingerprint] = fp
-		out = append(out, desiredFunction{Stage: st, Binary: bin, Config: conf})
+		out = append(out, desiredFunction{Stage: st, Binary: bin, Config: conf, Code: code})
 	}
 	return out, nil
 }

@@ -61,6 +61,10 @@ type Plan struct {
 	Tenant   string   `json:"tenant"`
 	Keyspace string   `json:"keyspace"`
 	Changes  []Change `json:"changes"`
+	// CodeChanges are the stages whose binary or config the manifests
+	// change under a view's active table (also noted in Changes): deploy
+	// refuses those it would make in place unless told --in-place.
+	CodeChanges []CodeChange `json:"codeChanges,omitempty"`
 
 	functions []desiredFunction
 }
@@ -142,6 +146,14 @@ type planner struct {
 	// them.
 	deployed map[string]*utils.FunctionConfig
 	stray    []string
+	// registryExists says whether the keyspace has a view registry;
+	// newActive holds the views whose first table this plan registers,
+	// active (planView); views is the code of each view's active table
+	// (planCodeChanges); inPlace is Options.InPlace.
+	registryExists bool
+	newActive      map[string]bool
+	views          []viewCode
+	inPlace        bool
 }
 
 func (pl *planner) add(c Change) { pl.plan.Changes = append(pl.plan.Changes, c) }
@@ -152,6 +164,7 @@ func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
 	t := pl.set.Tenant
 	pl.plan = &Plan{Cluster: pl.cluster, Tenant: t.Name, Keyspace: t.Keyspace}
 	pl.epochs = map[string]string{}
+	pl.newActive = map[string]bool{}
 	if err := pl.planFailoverHandover(ctx); err != nil {
 		return nil, err
 	}
@@ -503,10 +516,15 @@ func (pl *planner) planKeyspace(ctx context.Context) error {
 	} else {
 		pl.add(Change{Action: Keep, Kind: "table", Name: ks + "." + owner.Table})
 	}
-	if !tables[registry.Table] {
-		pl.add(Change{Action: Create, Kind: "table", Name: ks + "." + registry.Table, Details: []string{"the view registry: active table of each view"},
+	pl.registryExists = tables[registry.Table]
+	switch {
+	case !tables[registry.Table]:
+		pl.add(Change{Action: Create, Kind: "table", Name: ks + "." + registry.Table, Details: []string{"the view registry: active table of each view, and its history (" + registry.HistoryTable + ")"},
 			apply: func(ctx context.Context) error { return registry.Ensure(ctx, pl.cql, ks) }})
-	} else {
+	case !tables[registry.HistoryTable]:
+		pl.add(Change{Action: Create, Kind: "table", Name: ks + "." + registry.HistoryTable, Details: []string{"the view registry's history: the code that built each table version and what changed under it"},
+			apply: func(ctx context.Context) error { return registry.Ensure(ctx, pl.cql, ks) }})
+	default:
 		pl.add(Change{Action: Keep, Kind: "table", Name: ks + "." + registry.Table})
 	}
 	for _, v := range pl.set.Views {
@@ -558,6 +576,7 @@ func (pl *planner) planView(ctx context.Context, v *manifest.View, tableExists, 
 		pl.add(Change{Action: Note, Kind: "view", Name: v.Name,
 			Details: []string{fmt.Sprintf("active table is %s; %s is registered but not active (a backfill switches it)", entry.ActiveTable, schema.Table)}})
 	case entry.ActiveTable == "":
+		pl.newActive[v.Name] = true
 		pl.add(Change{Action: Create, Kind: "view", Name: v.Name, Details: []string{"active table " + schema.Table}, apply: register})
 	default:
 		pl.add(Change{Action: Create, Kind: "view", Name: v.Name, apply: register,
@@ -648,7 +667,7 @@ func configDifferences(have, want utils.FunctionConfig) []string {
 	haveUC, _ := haveFields["userConfig"].(map[string]any)
 	wantUC, _ := wantFields["userConfig"].(map[string]any)
 	for _, key := range slices.Sorted(maps.Keys(wantUC)) {
-		if key == UserConfigBinary || key == UserConfigFingerprint {
+		if key == UserConfigBinary || key == UserConfigFingerprint || key == UserConfigConfigDigest {
 			continue
 		}
 		if !reflect.DeepEqual(haveUC[key], wantUC[key]) {

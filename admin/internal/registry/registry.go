@@ -63,10 +63,14 @@ func CreateCQL(keyspace string) string {
   PRIMARY KEY ((view_name), table_name))`, cqlname.Table(keyspace, Table))
 }
 
-// Ensure creates the registry table when absent.
+// Ensure creates the registry table and its history (HistoryTable) when
+// absent.
 func Ensure(ctx context.Context, s *gocql.Session, keyspace string) error {
 	if err := s.Query(CreateCQL(keyspace)).WithContext(ctx).Exec(); err != nil {
 		return fmt.Errorf("creating view registry %s.%s: %w", keyspace, Table, err)
+	}
+	if err := s.Query(HistoryCQL(keyspace)).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("creating view history %s.%s: %w", keyspace, HistoryTable, err)
 	}
 	return nil
 }
@@ -162,7 +166,7 @@ func Remove(ctx context.Context, s *gocql.Session, keyspace, view string) error 
 	if err := s.Query(q, view).WithContext(ctx).Exec(); err != nil {
 		return fmt.Errorf("removing view %s from the registry: %w", view, err)
 	}
-	return nil
+	return forgetHistory(ctx, s, keyspace, view, "")
 }
 
 // RegisterBuilding records table as a version of view in state building,
@@ -303,7 +307,7 @@ func forget(ctx context.Context, s *gocql.Session, keyspace, view, table string)
 			return fmt.Errorf("removing table %s of view %s from the registry (activated meanwhile): %w", table, view, ErrActiveTable)
 		}
 	}
-	return nil
+	return forgetHistory(ctx, s, keyspace, view, table)
 }
 
 // Drop forgets table, a version of view, and drops it. The registry is read
