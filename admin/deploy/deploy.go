@@ -132,7 +132,6 @@ func (o *Options) RegisterBuildFlags(fs *pflag.FlagSet) {
 
 func (o Options) planner(s *session) *planner {
 	return &planner{
-		inPlace: o.InPlace,
 		set: s.set, graph: s.graph, pulsar: s.pulsar, cql: s.cql,
 		builder:          o.builder(),
 		hosts:            o.Services.SinkHosts(),
@@ -140,6 +139,7 @@ func (o Options) planner(s *session) *planner {
 		kubernetesSecret: o.KubernetesSecret,
 		identity:         s.identity,
 		progress:         o.ErrOut,
+		inPlace:          o.InPlace,
 	}
 }
 
