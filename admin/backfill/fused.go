@@ -202,7 +202,7 @@ func (e *env) ledgerInputs(ctx context.Context, forked []*manifest.Stage) ([]str
 			if err != nil {
 				return nil, nil, fmt.Errorf("naming topic %s: %w", in, err)
 			}
-			epoch, _, err := ledgerepoch.Read(ctx, e.pulsar.Admin.Topics(), *tn)
+			epoch, err := ledgerepoch.Ensure(ctx, e.pulsar.Admin.Topics(), *tn)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -43,6 +43,7 @@ var runtimeKeys = map[string]bool{
 	pf.UserConfigBatchingMaxSize:           true,
 	pf.UserConfigBatchingMaxPublishDelayMs: true,
 	pf.UserConfigLedgerEpochs:              true,
+	pf.UserConfigAdminURL:                  true,
 	pf.UserConfigGCPercent:                 true,
 	pf.UserConfigMemoryLimitMB:             true,
 	pf.UserConfigMaxProcs:                  true,

@@ -135,6 +135,7 @@ func (o Options) planner(s *session) *planner {
 		set: s.set, graph: s.graph, pulsar: s.pulsar, cql: s.cql,
 		builder:          o.builder(),
 		hosts:            o.Services.SinkHosts(),
+		adminURL:         o.Services.PulsarAdminURL,
 		cluster:          o.Services.Describe(),
 		kubernetesSecret: o.KubernetesSecret,
 		identity:         s.identity,

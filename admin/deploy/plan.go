@@ -130,6 +130,7 @@ type planner struct {
 	cql      *gocql.Session
 	builder  *gobuild.Builder
 	hosts    string
+	adminURL string
 	cluster  string
 	identity identity
 	// kubernetesSecret, when set, names the Kubernetes secret the
@@ -189,7 +190,7 @@ func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
 		return nil, err
 	}
 	single, heldBy := singleOriginWriters(pl.graph.Order, readers)
-	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts, pl.identity, pl.kubernetesSecret, pl.epochs, single)
+	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts, pl.adminURL, pl.identity, pl.kubernetesSecret, pl.epochs, single)
 	if err != nil {
 		return nil, err
 	}
@@ -455,7 +456,13 @@ func (pl *planner) planTopics(ctx context.Context, tenantExists bool) error {
 			if !ok { // created before epochs existed, or by a producer
 				epoch = ledgerepoch.New(time.Now())
 				pl.add(Change{Action: Update, Kind: "topic", Name: topic, Details: []string{"ledger epoch " + epoch},
-					apply: func(ctx context.Context) error { return ledgerepoch.Write(ctx, pl.pulsar.Admin.Topics(), *tn, epoch) }})
+					apply: func(ctx context.Context) error {
+						// Unless a function's runtime or an ingest gave it one meanwhile.
+						if _, ok, err := ledgerepoch.Read(ctx, pl.pulsar.Admin.Topics(), *tn); err != nil || ok {
+							return err
+						}
+						return ledgerepoch.Write(ctx, pl.pulsar.Admin.Topics(), *tn, epoch)
+					}})
 			}
 			pl.epochs[topic] = epoch
 		}
