@@ -156,6 +156,8 @@ type env struct {
 	store  recordStore
 	// createStages deploys a backfill's stages: deploy.CreateStages.
 	createStages func(ctx context.Context, opts Options, stages []*manifest.Stage) error
+	// deleteStages deletes a backfill's stages: deploy.DeleteStages.
+	deleteStages func(ctx context.Context, stages []*manifest.Stage, progress io.Writer) ([]string, error)
 	// catchUpWait bounds the wait for the old path to catch up before the
 	// comparison. Default 2 minutes.
 	catchUpWait time.Duration
@@ -167,6 +169,7 @@ type env struct {
 type recordStore interface {
 	Ensure(ctx context.Context) error
 	Put(ctx context.Context, r *backfillrecord.Record) error
+	Transition(ctx context.Context, r *backfillrecord.Record, from string) (applied bool, current string, err error)
 	Claim(ctx context.Context, r *backfillrecord.Record) (*backfillrecord.Record, error)
 	List(ctx context.Context, view string) ([]*backfillrecord.Record, error)
 	Unfinished(ctx context.Context, view string) (*backfillrecord.Record, error)
@@ -196,6 +199,9 @@ func open(ctx context.Context, opts Options) (*env, error) {
 		store: backfillrecord.Store{CQL: cql, Keyspace: set.Tenant.Keyspace}, catchUpWait: 2 * time.Minute}
 	e.createStages = func(ctx context.Context, opts Options, stages []*manifest.Stage) error {
 		return deploy.CreateStages(ctx, opts.Options, e.pulsar, e.cql, e.set, stages)
+	}
+	e.deleteStages = func(ctx context.Context, stages []*manifest.Stage, progress io.Writer) ([]string, error) {
+		return deploy.DeleteStages(ctx, e.pulsar, stages, progress)
 	}
 	return e, nil
 }
@@ -564,12 +570,18 @@ func (e *env) finish(ctx context.Context, opts Options, rec *backfillrecord.Reco
 			return res, err
 		}
 		rec.State = backfillrecord.StateSwitching
-		if err := e.store.Put(ctx, rec); err != nil {
+		applied, current, err := e.store.Transition(ctx, rec, backfillrecord.StateRunning)
+		switch {
+		case err != nil:
 			return nil, err
+		case !applied && current != backfillrecord.StateSwitching:
+			return nil, fmt.Errorf("switching %s to %s: the backfill is %s meanwhile (foldline backfill --abort?): %w", rec.View, rec.Table, orNone(current), ErrNoBackfill)
 		}
 	}
 	res.Diff = rec.Diff
-	if _, err := registry.Activate(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
+	// Only from building: an --abort that marked the table first wins,
+	// and one that comes after is refused before it removes anything.
+	if _, err := registry.Switch(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
 		return nil, err
 	}
 	res.SwitchedAt = time.Now().UTC()
@@ -833,6 +845,15 @@ func (e *env) abort(ctx context.Context, opts Options) (*backfillrecord.Record, 
 		return nil, fmt.Errorf("aborting the backfill of %s: the view already reads %s.%s (the backfill is %s): complete it with foldline backfill --watch %s%s: %w: %w",
 			rec.View, ks, rec.Table, rec.State, rec.View, back, registry.ErrActiveTable, exitcode.ErrUsage)
 	}
+	// Taken out of building before anything is removed, as a lightweight
+	// transaction that a --watch's switch (registry.Switch) is serialized
+	// with: if the switch came first, the abort is refused here.
+	if err := registry.MarkAborting(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
+		if errors.Is(err, registry.ErrActiveTable) {
+			return nil, fmt.Errorf("aborting the backfill of %s: the view reads %s.%s since a switch completed meanwhile: %w: %w", rec.View, ks, rec.Table, err, exitcode.ErrUsage)
+		}
+		return nil, err
+	}
 	if _, err := e.removeStages(ctx, opts, rec); err != nil {
 		return nil, err
 	}
@@ -851,7 +872,7 @@ func (e *env) abort(ctx context.Context, opts Options) (*backfillrecord.Record, 
 // first) and the topics it created (outputs, dead letters), and returns
 // what it deleted.
 func (e *env) removeStages(ctx context.Context, opts Options, rec *backfillrecord.Record) ([]string, error) {
-	deleted, err := deploy.DeleteStages(ctx, e.pulsar, backfillrecord.StagesOf(rec.Stages), opts.ErrOut)
+	deleted, err := e.deleteStages(ctx, backfillrecord.StagesOf(rec.Stages), opts.ErrOut)
 	if err != nil {
 		return deleted, err
 	}

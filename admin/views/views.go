@@ -152,6 +152,9 @@ func Activate(ctx context.Context, opts Options) (view, previous string, err err
 	}
 	defer t.cql.Close()
 	view = t.entry.View
+	if t.version.State == registry.StateAborting {
+		return "", "", fmt.Errorf("activating %s.%s: foldline backfill --abort is removing it: %w: %w", t.keyspace, opts.Activate, ErrInUse, exitcode.ErrUsage)
+	}
 	if t.version.State == registry.StateBuilding {
 		return "", "", fmt.Errorf("activating %s.%s: a backfill of %s is still building it, readers would see it half full (it switches by itself once caught up: foldline backfill --watch %s): %w: %w",
 			t.keyspace, opts.Activate, view, view, ErrInUse, exitcode.ErrUsage)

@@ -170,6 +170,28 @@ func (s Store) Put(ctx context.Context, r *Record) error {
 	return nil
 }
 
+// Transition writes r, whose State is the new state, only if the record is
+// in state from at that moment (a lightweight transaction like Put); else
+// it writes nothing and returns the state the record has (a concurrent
+// --abort or --watch moved it).
+func (s Store) Transition(ctx context.Context, r *Record, from string) (applied bool, current string, err error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return false, "", fmt.Errorf("encoding backfill of %s: %w", r.View, err)
+	}
+	q := fmt.Sprintf(`UPDATE %s SET state = ?, record = ? WHERE view_name = ? AND table_name = ? IF state = ?`, cqlname.Table(s.Keyspace, Table))
+	existing := map[string]any{}
+	applied, err = s.CQL.Query(q, r.State, string(data), r.View, r.Table, from).WithContext(ctx).MapScanCAS(existing)
+	if err != nil {
+		return false, "", fmt.Errorf("recording backfill of %s into %s as %s: %w", r.View, r.Table, r.State, err)
+	}
+	if applied {
+		return true, r.State, nil
+	}
+	current, _ = existing["state"].(string)
+	return false, current, nil
+}
+
 // Claim records r, a running backfill about to deploy, only if no other
 // backfill of r.View is unfinished (running or switching); otherwise it records nothing of r's and returns
 // the running one. Two starts racing each other cannot both win: the row of
