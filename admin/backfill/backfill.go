@@ -90,6 +90,11 @@ type Options struct {
 	// rollback (foldline views --activate); a later backfill of the view
 	// drops old tables past it. Default 7 days.
 	KeepOld time.Duration
+	// Grace is how long the old table's path keeps following the ledger
+	// after the switch, so that a rollback finds it up to date; with
+	// GraceSet false, the view manifest's rollbackGrace (default 24h).
+	Grace    time.Duration
+	GraceSet bool
 	// Poll is the time between progress snapshots. Default 1s.
 	Poll time.Duration
 	// Timeout bounds how long to watch; 0 watches until caught up.
@@ -109,6 +114,15 @@ type Options struct {
 	// Engine is how the copy catches up: EngineAuto (default),
 	// EngineDeployed or EngineFused.
 	Engine string
+}
+
+// grace is how long the path of the table a switch leaves keeps following
+// the ledger: Grace when set, else the view's rollbackGrace.
+func (o Options) grace(v *manifest.View) time.Duration {
+	if o.GraceSet {
+		return o.Grace
+	}
+	return v.Grace()
 }
 
 func (o *Options) defaults() {
@@ -178,6 +192,28 @@ type recordStore interface {
 
 func (e *env) Close() { e.cql.Close() }
 
+// cluster is what deploy.RetireExpired works on.
+func (e *env) cluster() deploy.Cluster {
+	return deploy.Cluster{Set: e.set, Graph: e.graph, Pulsar: e.pulsar, CQL: e.cql}
+}
+
+// recordSwitch records in the registry's history that view rec.View was
+// switched at to rec.Table from rec.OldTable, whose path keeps following
+// the ledger for grace.
+func (e *env) recordSwitch(ctx context.Context, rec *backfillrecord.Record, by string, at time.Time, grace time.Duration) error {
+	ks := e.set.Tenant.Keyspace
+	if err := registry.Ensure(ctx, e.cql, ks); err != nil {
+		return err
+	}
+	if err := registry.Record(ctx, e.cql, ks, rec.View, rec.Table, registry.Event{At: at, Kind: registry.EventActivated, By: by}); err != nil {
+		return err
+	}
+	if rec.OldTable == "" {
+		return nil
+	}
+	return registry.Record(ctx, e.cql, ks, rec.View, rec.OldTable, registry.Event{At: at, Kind: registry.EventDeactivated, By: by, Until: at.Add(grace)})
+}
+
 func open(ctx context.Context, opts Options) (*env, error) {
 	set, graph, err := opts.Target.LoadGraph(opts.Dir)
 	if err != nil {
@@ -235,6 +271,10 @@ func (e *env) start(ctx context.Context, opts Options) (_ *backfillrecord.Record
 	}
 	if err := registry.Ensure(ctx, e.cql, ks); err != nil { // its history, for a registry made before it
 		return nil, err
+	}
+	// Paths whose rollback grace is over stop here (there is no daemon).
+	if _, err := deploy.RetireExpired(ctx, e.cluster(), opts.ErrOut, time.Now()); err != nil {
+		fmt.Fprintf(opts.ErrOut, "warning: retiring the paths whose rollback grace is over: %v\n", err)
 	}
 	entry, err := registry.Get(ctx, e.cql, ks, view)
 	if err != nil {
@@ -552,7 +592,10 @@ type drawState struct {
 //     is recorded;
 //  2. switching is recorded, before anything changes;
 //  3. the registry switches the view to the new table;
-//  4. the old path's functions that no other view needs are retired;
+//  4. the registry's history records the switch: the old table keeps
+//     following the ledger for the rollback grace (Options.Grace); the
+//     paths whose grace is over, the old one at once for a grace of 0,
+//     are retired (deploy.RetireExpired);
 //  5. switched is recorded; old tables past their retention are dropped.
 //
 // A switching record resumes at step 3, and steps 3 to 5 are idempotent.
@@ -585,27 +628,24 @@ func (e *env) finish(ctx context.Context, opts Options, rec *backfillrecord.Reco
 		return nil, err
 	}
 	res.SwitchedAt = time.Now().UTC()
+	grace := opts.grace(e.view)
 	fmt.Fprintf(opts.ErrOut, "view %s now reads %s.%s (was %s)\n", rec.View, ks, rec.Table, orNone(rec.OldTable))
-	// Earlier backfills of the view whose tables are no longer active (a
-	// rollback with views --activate skipped them) are retired too.
-	records, err := e.store.List(ctx, rec.View)
-	if err != nil {
+	// The old path keeps following the ledger for the rollback grace, so
+	// that views --activate of the old table gives an up-to-date one;
+	// RetireExpired stops it after (at once for a grace of 0), and the
+	// paths of earlier versions whose grace is over.
+	if err := e.recordSwitch(ctx, rec, "backfill", res.SwitchedAt, grace); err != nil {
 		return nil, err
 	}
-	for _, r := range records {
-		if r.State == backfillrecord.StateSwitched && r.Table != rec.Table {
-			oldPath = append(oldPath, backfillrecord.StagesOf(r.Stages)...)
-		}
+	if rec.OldTable != "" && grace > 0 {
+		fmt.Fprintf(opts.ErrOut, "%s.%s keeps following the ledger until %s (rollback: foldline views --activate %s)\n", ks, rec.OldTable, res.SwitchedAt.Add(grace).Format(time.RFC3339), rec.OldTable)
 	}
-	retire, err := e.unshared(ctx, rec.View, oldPath)
+	retired, err := deploy.RetireExpired(ctx, e.cluster(), opts.ErrOut, time.Now())
+	for _, r := range retired {
+		res.Retired = append(res.Retired, r.Removed...)
+	}
 	if err != nil {
-		return nil, err
-	}
-	if res.Retired, err = deploy.DeleteStages(ctx, e.pulsar, retire, opts.ErrOut); err != nil {
 		return nil, fmt.Errorf("retiring the old functions of %s (foldline backfill --watch %s completes the switch): %w", rec.View, rec.View, err)
-	}
-	if res.Retired == nil {
-		res.Retired = []string{}
 	}
 	rec.State, rec.FinishedAt, rec.KeepOldUntil = backfillrecord.StateSwitched, time.Now().UTC(), time.Now().Add(opts.KeepOld).UTC()
 	if err := e.store.Put(ctx, rec); err != nil {
@@ -673,35 +713,6 @@ func (e *env) currentPath(ctx context.Context, view, table string) ([]*manifest.
 		return backfillrecord.StagesOf(rec.Stages), nil
 	}
 	return e.graph.PathTo(view), nil
-}
-
-// unshared returns the stages of path that no other view's active path
-// needs (a shared stage such as validate keeps feeding the others).
-func (e *env) unshared(ctx context.Context, view string, path []*manifest.Stage) ([]*manifest.Stage, error) {
-	needed := map[string]bool{}
-	for _, other := range e.set.Views {
-		if other.Name == view {
-			continue
-		}
-		entry, err := registry.Get(ctx, e.cql, e.set.Tenant.Keyspace, other.Name)
-		if err != nil {
-			return nil, err
-		}
-		stages, err := e.currentPath(ctx, other.Name, entry.ActiveTable)
-		if err != nil {
-			return nil, err
-		}
-		for _, st := range stages {
-			needed[st.FullName()] = true
-		}
-	}
-	var out []*manifest.Stage
-	for _, st := range path {
-		if !needed[st.FullName()] {
-			out = append(out, st)
-		}
-	}
-	return out, nil
 }
 
 // oldCaughtUp waits, up to e.catchUpWait, until the old path (the stages

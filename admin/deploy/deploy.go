@@ -224,6 +224,10 @@ func Deploy(ctx context.Context, opts Options) (*Result, error) {
 	if err := pl.recordCode(ctx, by, positions); err != nil {
 		return res, fmt.Errorf("recording the views' code in the registry (everything else is deployed; deploy again, with the same flags, to record it): %w", err)
 	}
+	// Paths whose rollback grace is over stop here (there is no daemon).
+	if _, err := RetireExpired(ctx, Cluster{Set: s.set, Graph: s.graph, Pulsar: s.pulsar, CQL: s.cql}, opts.ErrOut, time.Now()); err != nil {
+		fmt.Fprintf(opts.ErrOut, "warning: retiring the paths whose rollback grace is over (foldline views gc tries again): %v\n", err)
+	}
 	if path, err := s.identity.writeCredentials(s.set.Tenant.Name); err != nil {
 		return res, err
 	} else if path != "" {

@@ -47,6 +47,9 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 
 		opts := s.backfillOptions("user_activity", s.opts.Dir)
 		opts.Timeout = 60 * time.Minute
+		// Each run's old path stops at its switch, as before rollback
+		// graces: the next run is timed without it running alongside.
+		opts.Grace, opts.GraceSet = 0, true
 		prebuildChain(b, opts)
 		// Per-stage progress every 5 s, each line with the time since the
 		// backfill started: where the time goes.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/foldline/foldline/admin/manifest"
 )
@@ -85,3 +86,48 @@ var purchasesConfig = func() string {
 	}
 	return string(data)
 }()
+
+// TestRollbackGraceReadsADuration checks the view manifest's rollbackGrace:
+// a duration or whole days, 0 allowed, 24h when absent, and a bad one named
+// with its file and line.
+func TestRollbackGraceReadsADuration(t *testing.T) {
+	cases := []struct {
+		name, value string
+		want        time.Duration
+		problem     string
+	}{
+		{name: "absent", want: manifest.DefaultRollbackGrace},
+		{name: "hours", value: "36h", want: 36 * time.Hour},
+		{name: "days", value: "2d", want: 48 * time.Hour},
+		{name: "none", value: "0s", want: 0},
+		{name: "not a duration", value: "soon", problem: `"soon": want a duration such as 24h, 90m or 7d`},
+		{name: "negative", value: "-1h", problem: "want a duration of 0 or more"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyShopManifests(t)
+			if tc.value != "" {
+				applyEdit(t, dir, edit{file: "views/user_activity.yaml", old: "version: 1\n", new: "version: 1\nrollbackGrace: " + tc.value + "\n"})
+			}
+			set, err := manifest.Load(dir)
+			if tc.problem != "" {
+				var problems manifest.Problems
+				file := filepath.Join(dir, "views/user_activity.yaml")
+				if !errors.As(err, &problems) || !hasProblem(problems, file, lineOf(t, file, "rollbackGrace:"), "rollbackGrace", tc.problem) {
+					t.Fatalf("Load: %v, want %s at rollbackGrace", err, tc.problem)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := set.ViewByName("user_activity")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := v.Grace(); got != tc.want {
+				t.Errorf("grace %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -150,6 +150,14 @@ type View struct {
 	// Hop is a windowed view's tile size (e.g. 1h for 7d windows); see
 	// cassandra.ViewSchema.Hop.
 	Hop cassandra.Span `yaml:"hop"`
+	// RollbackGrace is how long the previous table version keeps following
+	// the ledger after a backfill (or views --activate) switches the view
+	// away from it, so that activating it again (a rollback) gives an
+	// up-to-date table at once; past it, its functions are retired at the
+	// next deploy, backfill or foldline views gc, and the table stays as
+	// it was. Default 24h (DefaultRollbackGrace); 0 retires them at the
+	// switch.
+	RollbackGrace Duration `yaml:"rollbackGrace"`
 	// Sink is the function that applies the view's operations.
 	Sink Sink `yaml:"sink"`
 

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
@@ -156,4 +159,46 @@ func positionsLine(prefix string, positions map[string]string) string {
 		parts[i] = topic + " " + positions[topic]
 	}
 	return prefix + strings.Join(parts, ", ")
+}
+
+// newGCCommand returns `foldline views gc`.
+func newGCCommand() *cobra.Command {
+	var opts Options
+	cmd := &cobra.Command{
+		Use:   "gc [DIR]",
+		Short: "Stop the versions whose rollback grace is over",
+		Long: `Retire the functions of every table version a switch left whose rollback grace
+(the view's rollbackGrace, or backfill/views --grace) is over, unless another path still
+needs them, and record in the registry's history that it stopped following the ledger
+and where. The tables stay (as they were); activating one afterwards is refused as stale.
+foldline deploy and foldline backfill do the same each time they run: there is no
+daemon.`,
+		Example: "  foldline views gc\n  foldline views gc --tenant shop-test -o json",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := opts.Bind(cmd, args)
+			if err != nil {
+				return err
+			}
+			retired, err := deploy.RetireExpiredPaths(cmd.Context(), deploy.Options{Command: opts.Command}, time.Now())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if retired == nil {
+					retired = []deploy.Retired{}
+				}
+				return target.WriteJSON(opts.Out, retired)
+			}
+			for _, r := range retired {
+				fmt.Fprintf(opts.Out, "%s: %s stopped (%d resources removed)\n", r.View, r.Table, len(r.Removed))
+			}
+			if len(retired) == 0 {
+				fmt.Fprintln(opts.Out, "Nothing to retire: every version a switch left is still in its rollback grace, or stopped already.")
+			}
+			return nil
+		},
+	}
+	opts.Target.Register(cmd.Flags())
+	return cmd
 }
