@@ -21,6 +21,7 @@ package backfill
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,6 +115,9 @@ type Options struct {
 	// Engine is how the copy catches up: EngineAuto (default),
 	// EngineDeployed or EngineFused.
 	Engine string
+	// Checkpoint is how often a fused run writes its checkpoint and
+	// heartbeat into the backfill's record. Default 2s.
+	Checkpoint time.Duration
 }
 
 // grace is how long the path of the table a switch leaves keeps following
@@ -184,6 +188,7 @@ type recordStore interface {
 	Ensure(ctx context.Context) error
 	Put(ctx context.Context, r *backfillrecord.Record) error
 	Transition(ctx context.Context, r *backfillrecord.Record, from string) (applied bool, current string, err error)
+	Replace(ctx context.Context, r *backfillrecord.Record) (bool, error)
 	Claim(ctx context.Context, r *backfillrecord.Record) (*backfillrecord.Record, error)
 	List(ctx context.Context, view string) ([]*backfillrecord.Record, error)
 	Unfinished(ctx context.Context, view string) (*backfillrecord.Record, error)
@@ -255,7 +260,7 @@ func Start(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 	return e.start(ctx, opts)
 }
 
-func (e *env) start(ctx context.Context, opts Options) (_ *backfillrecord.Record, err error) {
+func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, error) {
 	ks, view := e.set.Tenant.Keyspace, e.view.Name
 	if running, err := e.store.Unfinished(ctx, view); err != nil {
 		return nil, err
@@ -297,6 +302,14 @@ func (e *env) start(ctx context.Context, opts Options) (_ *backfillrecord.Record
 			}
 		}
 	}
+	engine, err := chooseEngine(opts.Engine, sum(rec.LedgerAtStart))
+	if err != nil {
+		return nil, err
+	}
+	rec.Engine = engine
+	if engine == EngineFused {
+		rec.Fused = &backfillrecord.FusedProgress{Runs: 1, Heartbeat: time.Now().UTC(), Every: cmp.Or(opts.Checkpoint, defaultCheckpointEvery)}
+	}
 	// Recorded before anything is deployed: a second start is refused and
 	// --abort can clean up whatever a failed start left behind.
 	if err := e.store.Ensure(ctx); err != nil {
@@ -319,10 +332,16 @@ func (e *env) start(ctx context.Context, opts Options) (_ *backfillrecord.Record
 	} else {
 		fmt.Fprintf(opts.ErrOut, "backfilling %s into %s.%s (active: %s) over %d ledger entries\n", view, ks, rec.Table, orNone(rec.OldTable), sum(rec.LedgerAtStart))
 	}
-	engine, err := chooseEngine(opts.Engine, sum(rec.LedgerAtStart))
-	if err != nil {
-		return rec, err
-	}
+	return rec, e.bringUp(ctx, opts, rec, forked, false)
+}
+
+// bringUp deploys rec's copy of the path (forked), first running it on
+// this machine over the ledger when rec's engine is fused and its run is
+// not done (resumed: from rec's checkpoint on).
+func (e *env) bringUp(ctx context.Context, opts Options, rec *backfillrecord.Record, forked []*manifest.Stage, resumed bool) (err error) {
+	view := rec.View
+	sink := forked[len(forked)-1].View
+	fused := rec.Engine == EngineFused && rec.Fused != nil && !rec.Fused.Done
 	// The binaries the copy deploys are built at once, all of them, while
 	// a fused run starts: it takes the ones it runs from the same builder.
 	if opts.Builder == nil {
@@ -333,7 +352,7 @@ func (e *env) start(ctx context.Context, opts Options) (_ *backfillrecord.Record
 		defer close(prebuilt)
 		_ = opts.Builder.BuildAll(ctx, binariesOf(forked)) // an error comes again from the Build that needs it
 	}()
-	if engine == EngineFused {
+	if fused {
 		// The fused run's binary of the path's chain too, while the table
 		// is made (the run says why when there is none).
 		chained := make(chan struct{})
@@ -344,17 +363,20 @@ func (e *env) start(ctx context.Context, opts Options) (_ *backfillrecord.Record
 		defer func() { <-chained }()
 	}
 	defer func() { <-prebuilt }()
-	// The registry's history of the new table: the code that builds it,
-	// from the ledger's first event (recorded once the binaries are built,
-	// without holding the run up).
-	recorded := make(chan error, 1)
-	go func() { recorded <- e.recordBuilt(ctx, opts, rec, forked) }()
-	defer func() {
-		if rerr := <-recorded; rerr != nil && err == nil {
-			err = rerr
-		}
-	}()
-	if engine == EngineFused {
+	if !resumed {
+		// The registry's history of the new table: the code that builds
+		// it, from the ledger's first event (recorded once the binaries
+		// are built, without holding the run up).
+		recorded := make(chan error, 1)
+		table, until := rec.Table, rec.Until
+		go func() { recorded <- e.recordBuilt(ctx, opts, view, table, until, forked) }()
+		defer func() {
+			if rerr := <-recorded; rerr != nil && err == nil {
+				err = rerr
+			}
+		}()
+	}
+	if fused {
 		// The copy's stages that read no ledger topic only read topics of
 		// the copy, empty until its ledger readers start after the fused
 		// run: they are deployed while it runs.
@@ -368,34 +390,104 @@ func (e *env) start(ctx context.Context, opts Options) (_ *backfillrecord.Record
 		// create it, and two creates of one table at once can disagree.
 		schema := sink.Schema()
 		if err := cassandra.EnsureSchema(ctx, e.cql, schema, cassandra.Replication(e.set.Tenant.Replication)); err != nil {
-			return rec, fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, view, err)
+			return fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, view, err)
 		}
 		deployed := make(chan error, 1)
 		go func() { deployed <- e.createStages(ctx, opts, early) }()
-		_, err := e.fuse(ctx, opts, forked)
+		_, err := e.fuse(ctx, opts, forked, rec)
 		// Waited for either way: nothing is left creating functions behind an --abort.
 		if err = errors.Join(err, <-deployed); err != nil {
-			return rec, fmt.Errorf("%w (foldline backfill --abort %s removes what it left; --engine deployed runs it on the functions worker)", err, view)
+			return fmt.Errorf("%w (foldline backfill %s resumes it from its checkpoint; --abort %s removes what it left; --engine deployed runs it on the functions worker)", err, view, view)
 		}
 	}
 	if err := e.createStages(ctx, opts, forked); err != nil {
-		return rec, fmt.Errorf("deploying the backfill of %s (see foldline status; foldline backfill --abort %s removes it): %w", view, view, err)
+		return fmt.Errorf("deploying the backfill of %s (see foldline status; foldline backfill --abort %s removes it): %w", view, view, err)
 	}
-	return rec, nil
+	return nil
 }
 
-// recordBuilt records in the registry's history that rec's table is
-// built by the code of forked from the ledger's first event.
-func (e *env) recordBuilt(ctx context.Context, opts Options, rec *backfillrecord.Record, forked []*manifest.Stage) error {
+// resume takes over rec, a fused backfill whose run stopped before it was
+// done (its CLI died: FusedStalled), and runs it again from its checkpoint,
+// with the path and code it started with: manifests or binaries changed
+// since are refused (--abort, then start again). Of two CLIs resuming it at
+// once, one does; the other is refused with ErrAlreadyRunning.
+func (e *env) resume(ctx context.Context, opts Options, rec *backfillrecord.Record) error {
+	version, ok := backfillrecord.TableVersion(rec.Table)
+	if !ok {
+		return fmt.Errorf("resuming the backfill of %s: table %s has no version", rec.View, rec.Table)
+	}
+	forked := manifest.ForkPath(e.graph.PathTo(rec.View), version)
+	names := func(refs []backfillrecord.StageRef) []string {
+		out := make([]string, len(refs))
+		for i, r := range refs {
+			out[i] = r.FullName()
+		}
+		return out
+	}
+	if !slices.Equal(names(backfillrecord.RefsOf(forked)), names(rec.Stages)) {
+		return fmt.Errorf("resuming the backfill of %s: the manifests' path is not the one it started with (%v, now %v): foldline backfill --abort %s, then start again", rec.View, names(rec.Stages), names(backfillrecord.RefsOf(forked)), rec.View)
+	}
+	if opts.Builder == nil {
+		opts.Builder = opts.NewBuilder()
+	}
+	if err := e.sameCode(ctx, opts, rec, forked); err != nil {
+		return err
+	}
+	claim := *rec
+	fused := *rec.Fused
+	stopped := time.Since(fused.Heartbeat)
+	fused.Runs++
+	fused.Heartbeat = time.Now().UTC()
+	claim.Fused = &fused
+	applied, err := e.store.Replace(ctx, &claim)
+	if err != nil {
+		return err
+	}
+	if !applied {
+		return fmt.Errorf("resuming the backfill of %s: another foldline backfill took it over: %w", rec.View, ErrAlreadyRunning)
+	}
+	*rec = claim
+	fmt.Fprintf(opts.ErrOut, "the fused run of the backfill of %s stopped %s ago with %d ledger events written: resuming it from there\n",
+		rec.View, stopped.Round(time.Second), fused.Events)
+	return e.bringUp(ctx, opts, rec, forked, true)
+}
+
+// sameCode refuses to resume rec with code other than the code its table's
+// history says built it.
+func (e *env) sameCode(ctx context.Context, opts Options, rec *backfillrecord.Record, forked []*manifest.Stage) error {
+	history, err := registry.History(ctx, e.cql, e.set.Tenant.Keyspace, rec.View)
+	if err != nil {
+		return err
+	}
+	built, ok := registry.CurrentCode(history[rec.Table])
+	if !ok {
+		return nil // not recorded (its start died first): nothing to compare with
+	}
+	codes, err := deploy.StageCodes(ctx, opts.Builder, forked)
+	if err != nil {
+		return err
+	}
+	for _, c := range codes {
+		if b, ok := built[c.Stage]; ok && (b.Binary != c.Binary || b.Config != "" && b.Config != c.Config) {
+			return fmt.Errorf("resuming the backfill of %s: %s's code changed since it started (binary %.12s → %.12s): the table would mix two codes; foldline backfill --abort %s, then start again", rec.View, c.Stage, b.Binary, c.Binary, rec.View)
+		}
+	}
+	return nil
+}
+
+// recordBuilt records in the registry's history that table, a version of
+// view, is built by the code of forked from the ledger's first event (up
+// to until, for a replay).
+func (e *env) recordBuilt(ctx context.Context, opts Options, view, table, until string, forked []*manifest.Stage) error {
 	codes, err := deploy.StageCodes(ctx, opts.Builder, forked)
 	if err != nil {
 		return err
 	}
 	note := "a backfill: its copy of the path read the ledger from its first event"
-	if rec.Until != "" {
-		note = "a replay as of " + rec.Until + ": its copy of the path read the ledger from its first event up to there"
+	if until != "" {
+		note = "a replay as of " + until + ": its copy of the path read the ledger from its first event up to there"
 	}
-	return registry.Record(ctx, e.cql, e.set.Tenant.Keyspace, rec.View, rec.Table, registry.Event{Kind: registry.EventBuilt, By: "backfill", Stages: codes, Note: note})
+	return registry.Record(ctx, e.cql, e.set.Tenant.Keyspace, view, table, registry.Event{Kind: registry.EventBuilt, By: "backfill", Stages: codes, Note: note})
 }
 
 // binariesOf returns the packages of stages' binaries.
@@ -412,6 +504,11 @@ func binariesOf(stages []*manifest.Stage) []string {
 // alreadyRunning refuses a second backfill of running's view.
 func alreadyRunning(keyspace string, running *backfillrecord.Record) error {
 	view := running.View
+	if running.FusedUnfinished() {
+		f := running.Fused
+		return fmt.Errorf("view %s is already backfilling into %s.%s: its fused run on a CLI's machine wrote its checkpoint %s ago (%d ledger events written); if that CLI died, run foldline backfill %s again once it has missed its heartbeat for %s, and it resumes from the checkpoint (or --abort %s): %w",
+			view, keyspace, running.Table, time.Since(f.Heartbeat).Round(time.Second), f.Events, view, max(5*f.Every, 2*time.Second), view, ErrAlreadyRunning)
+	}
 	return fmt.Errorf("view %s is already backfilling into %s.%s (started %s): follow it with foldline backfill --watch %s, or drop it with foldline backfill --abort %s: %w",
 		view, keyspace, running.Table, running.StartedAt.Format(time.RFC3339), view, view, ErrAlreadyRunning)
 }
@@ -448,6 +545,12 @@ func Run(ctx context.Context, opts Options, watch bool) (*Result, error) {
 	switch {
 	case watch && rec == nil:
 		return nil, fmt.Errorf("view %s: %w (start one with foldline backfill %s): %w", e.view.Name, ErrNoBackfill, e.view.Name, exitcode.ErrNotFound)
+	case rec != nil && rec.FusedStalled(time.Now()):
+		// Its CLI died during the fused run: this one carries on from the
+		// checkpoint.
+		if err := e.resume(ctx, opts, rec); err != nil {
+			return nil, err
+		}
 	case !watch:
 		if rec, err = e.start(ctx, opts); err != nil {
 			return nil, err

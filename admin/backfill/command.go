@@ -37,7 +37,11 @@ after that its functions are retired at the next deploy, backfill or foldline vi
 gc, and the table stays, as it was, for --keep-old.
 
 The backfill survives the CLI: --detach starts it and exits, foldline status shows it,
---watch takes it over (and switches when it has caught up), --abort removes it.
+--watch takes it over (and switches when it has caught up), --abort removes it. A fused
+run (on this machine, before the copy is deployed) checkpoints into the backfill's
+record the ledger positions whose view operations the table has: when its CLI dies,
+foldline backfill VIEW (or --watch) resumes it from there once its heartbeat has
+stopped.
 
 --until WHEN makes it a replay: the view as it was at WHEN (a time: the events the
 ledger received up to it; or a position, from a row's fl_applied or a dead letter's
@@ -105,6 +109,7 @@ not switched.`,
 	f.DurationVar(&opts.Wait, "wait", 5*time.Minute, "how long to wait for the new functions' instances to run")
 	f.StringVar(&opts.UntilClock, "until-clock", ClockPublish, "what a time given to --until cuts by: publish (the ledger's publish time: the view as served then; a replay early in the ledger stops reading there) or event (each event's own time; the whole ledger is read)")
 	f.StringVar(&opts.Engine, "engine", EngineAuto, "how the copy catches up with the ledger: deployed (the functions worker runs the copy from the ledger's first event), fused (this machine runs the copy's path over the ledger first, every function in a local process and no topic in between, the sink's code writing the table, then deploys the copy from there), or auto (fused for a ledger of at least "+fmt.Sprint(fusedFromEntries)+" entries, where it measured faster)")
+	f.DurationVar(&opts.Checkpoint, "checkpoint", defaultCheckpointEvery, "how often a fused run writes its checkpoint and heartbeat into the backfill's record (a run whose CLI died is resumed from it by the next foldline backfill VIEW or --watch)")
 	f.StringVar(&opts.Until, "until", "", "replay the view as of a point of the ledger into its own table, kept as a snapshot and never switched: an RFC 3339 time (events published up to it) or a ledger position ledger:entry[:batch] (up to it, inclusive)")
 	return cmd
 }
