@@ -21,6 +21,7 @@ package backfill
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,6 +91,11 @@ type Options struct {
 	// rollback (foldline views --activate); a later backfill of the view
 	// drops old tables past it. Default 7 days.
 	KeepOld time.Duration
+	// Grace is how long the old table's path keeps following the ledger
+	// after the switch, so that a rollback finds it up to date; with
+	// GraceSet false, the view manifest's rollbackGrace (default 24h).
+	Grace    time.Duration
+	GraceSet bool
 	// Poll is the time between progress snapshots. Default 1s.
 	Poll time.Duration
 	// Timeout bounds how long to watch; 0 watches until caught up.
@@ -112,6 +118,18 @@ type Options struct {
 	// Progress, when set, keeps the progress as Prometheus metrics
 	// (--metrics-listen). Default nil: none.
 	Progress *Progress
+	// Checkpoint is how often a fused run writes its checkpoint and
+	// heartbeat into the backfill's record. Default 2s.
+	Checkpoint time.Duration
+}
+
+// grace is how long the path of the table a switch leaves keeps following
+// the ledger: Grace when set, else the view's rollbackGrace.
+func (o Options) grace(v *manifest.View) time.Duration {
+	if o.GraceSet {
+		return o.Grace
+	}
+	return v.Grace()
 }
 
 func (o *Options) defaults() {
@@ -159,6 +177,8 @@ type env struct {
 	store  recordStore
 	// createStages deploys a backfill's stages: deploy.CreateStages.
 	createStages func(ctx context.Context, opts Options, stages []*manifest.Stage) error
+	// deleteStages deletes a backfill's stages: deploy.DeleteStages.
+	deleteStages func(ctx context.Context, stages []*manifest.Stage, progress io.Writer) ([]string, error)
 	// catchUpWait bounds the wait for the old path to catch up before the
 	// comparison. Default 2 minutes.
 	catchUpWait time.Duration
@@ -170,6 +190,8 @@ type env struct {
 type recordStore interface {
 	Ensure(ctx context.Context) error
 	Put(ctx context.Context, r *backfillrecord.Record) error
+	Transition(ctx context.Context, r *backfillrecord.Record, from string) (applied bool, current string, err error)
+	Replace(ctx context.Context, r *backfillrecord.Record) (bool, error)
 	Claim(ctx context.Context, r *backfillrecord.Record) (*backfillrecord.Record, error)
 	List(ctx context.Context, view string) ([]*backfillrecord.Record, error)
 	Unfinished(ctx context.Context, view string) (*backfillrecord.Record, error)
@@ -177,6 +199,28 @@ type recordStore interface {
 }
 
 func (e *env) Close() { e.cql.Close() }
+
+// cluster is what deploy.RetireExpired works on.
+func (e *env) cluster() deploy.Cluster {
+	return deploy.Cluster{Set: e.set, Graph: e.graph, Pulsar: e.pulsar, CQL: e.cql}
+}
+
+// recordSwitch records in the registry's history that view rec.View was
+// switched at to rec.Table from rec.OldTable, whose path keeps following
+// the ledger for grace.
+func (e *env) recordSwitch(ctx context.Context, rec *backfillrecord.Record, by string, at time.Time, grace time.Duration) error {
+	ks := e.set.Tenant.Keyspace
+	if err := registry.Ensure(ctx, e.cql, ks); err != nil {
+		return err
+	}
+	if err := registry.Record(ctx, e.cql, ks, rec.View, rec.Table, registry.Event{At: at, Kind: registry.EventActivated, By: by}); err != nil {
+		return err
+	}
+	if rec.OldTable == "" {
+		return nil
+	}
+	return registry.Record(ctx, e.cql, ks, rec.View, rec.OldTable, registry.Event{At: at, Kind: registry.EventDeactivated, By: by, Until: at.Add(grace)})
+}
 
 func open(ctx context.Context, opts Options) (*env, error) {
 	set, graph, err := opts.Target.LoadGraph(opts.Dir)
@@ -199,6 +243,9 @@ func open(ctx context.Context, opts Options) (*env, error) {
 		store: backfillrecord.Store{CQL: cql, Keyspace: set.Tenant.Keyspace}, catchUpWait: 2 * time.Minute}
 	e.createStages = func(ctx context.Context, opts Options, stages []*manifest.Stage) error {
 		return deploy.CreateStages(ctx, opts.Options, e.pulsar, e.cql, e.set, stages)
+	}
+	e.deleteStages = func(ctx context.Context, stages []*manifest.Stage, progress io.Writer) ([]string, error) {
+		return deploy.DeleteStages(ctx, e.pulsar, stages, progress)
 	}
 	return e, nil
 }
@@ -230,6 +277,13 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	if !exists {
 		return nil, fmt.Errorf("keyspace %s has no view registry: deploy the manifests first with foldline deploy: %w", ks, exitcode.ErrNotFound)
 	}
+	if err := registry.Ensure(ctx, e.cql, ks); err != nil { // its history, for a registry made before it
+		return nil, err
+	}
+	// Paths whose rollback grace is over stop here (there is no daemon).
+	if _, err := deploy.RetireExpired(ctx, e.cluster(), opts.ErrOut, time.Now()); err != nil {
+		fmt.Fprintf(opts.ErrOut, "warning: retiring the paths whose rollback grace is over: %v\n", err)
+	}
 	entry, err := registry.Get(ctx, e.cql, ks, view)
 	if err != nil {
 		return nil, err
@@ -250,6 +304,14 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 				}
 			}
 		}
+	}
+	engine, err := chooseEngine(opts.Engine, sum(rec.LedgerAtStart))
+	if err != nil {
+		return nil, err
+	}
+	rec.Engine = engine
+	if engine == EngineFused {
+		rec.Fused = &backfillrecord.FusedProgress{Runs: 1, Heartbeat: time.Now().UTC(), Every: cmp.Or(opts.Checkpoint, defaultCheckpointEvery)}
 	}
 	// Recorded before anything is deployed: a second start is refused and
 	// --abort can clean up whatever a failed start left behind.
@@ -273,10 +335,16 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	} else {
 		fmt.Fprintf(opts.ErrOut, "backfilling %s into %s.%s (active: %s) over %d ledger entries\n", view, ks, rec.Table, orNone(rec.OldTable), sum(rec.LedgerAtStart))
 	}
-	engine, err := chooseEngine(opts.Engine, sum(rec.LedgerAtStart))
-	if err != nil {
-		return rec, err
-	}
+	return rec, e.bringUp(ctx, opts, rec, forked, false)
+}
+
+// bringUp deploys rec's copy of the path (forked), first running it on
+// this machine over the ledger when rec's engine is fused and its run is
+// not done (resumed: from rec's checkpoint on).
+func (e *env) bringUp(ctx context.Context, opts Options, rec *backfillrecord.Record, forked []*manifest.Stage, resumed bool) (err error) {
+	view := rec.View
+	sink := forked[len(forked)-1].View
+	fused := rec.Engine == EngineFused && rec.Fused != nil && !rec.Fused.Done
 	// The binaries the copy deploys are built at once, all of them, while
 	// a fused run starts: it takes the ones it runs from the same builder.
 	if opts.Builder == nil {
@@ -287,7 +355,7 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 		defer close(prebuilt)
 		_ = opts.Builder.BuildAll(ctx, binariesOf(forked)) // an error comes again from the Build that needs it
 	}()
-	if engine == EngineFused {
+	if fused {
 		// The fused run's binary of the path's chain too, while the table
 		// is made (the run says why when there is none).
 		chained := make(chan struct{})
@@ -298,7 +366,20 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 		defer func() { <-chained }()
 	}
 	defer func() { <-prebuilt }()
-	if engine == EngineFused {
+	if !resumed {
+		// The registry's history of the new table: the code that builds
+		// it, from the ledger's first event (recorded once the binaries
+		// are built, without holding the run up).
+		recorded := make(chan error, 1)
+		table, until := rec.Table, rec.Until
+		go func() { recorded <- e.recordBuilt(ctx, opts, view, table, until, forked) }()
+		defer func() {
+			if rerr := <-recorded; rerr != nil && err == nil {
+				err = rerr
+			}
+		}()
+	}
+	if fused {
 		// The copy's stages that read no ledger topic only read topics of
 		// the copy, empty until its ledger readers start after the fused
 		// run: they are deployed while it runs.
@@ -312,20 +393,104 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 		// create it, and two creates of one table at once can disagree.
 		schema := sink.Schema()
 		if err := cassandra.EnsureSchema(ctx, e.cql, schema, cassandra.Replication(e.set.Tenant.Replication)); err != nil {
-			return rec, fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, view, err)
+			return fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, view, err)
 		}
 		deployed := make(chan error, 1)
 		go func() { deployed <- e.createStages(ctx, opts, early) }()
-		_, err := e.fuse(ctx, opts, forked)
+		_, err := e.fuse(ctx, opts, forked, rec)
 		// Waited for either way: nothing is left creating functions behind an --abort.
 		if err = errors.Join(err, <-deployed); err != nil {
-			return rec, fmt.Errorf("%w (foldline backfill --abort %s removes what it left; --engine deployed runs it on the functions worker)", err, view)
+			return fmt.Errorf("%w (foldline backfill %s resumes it from its checkpoint; --abort %s removes what it left; --engine deployed runs it on the functions worker)", err, view, view)
 		}
 	}
 	if err := e.createStages(ctx, opts, forked); err != nil {
-		return rec, fmt.Errorf("deploying the backfill of %s (see foldline status; foldline backfill --abort %s removes it): %w", view, view, err)
+		return fmt.Errorf("deploying the backfill of %s (see foldline status; foldline backfill --abort %s removes it): %w", view, view, err)
 	}
-	return rec, nil
+	return nil
+}
+
+// resume takes over rec, a fused backfill whose run stopped before it was
+// done (its CLI died: FusedStalled), and runs it again from its checkpoint,
+// with the path and code it started with: manifests or binaries changed
+// since are refused (--abort, then start again). Of two CLIs resuming it at
+// once, one does; the other is refused with ErrAlreadyRunning.
+func (e *env) resume(ctx context.Context, opts Options, rec *backfillrecord.Record) error {
+	version, ok := backfillrecord.TableVersion(rec.Table)
+	if !ok {
+		return fmt.Errorf("resuming the backfill of %s: table %s has no version", rec.View, rec.Table)
+	}
+	forked := manifest.ForkPath(e.graph.PathTo(rec.View), version)
+	names := func(refs []backfillrecord.StageRef) []string {
+		out := make([]string, len(refs))
+		for i, r := range refs {
+			out[i] = r.FullName()
+		}
+		return out
+	}
+	if !slices.Equal(names(backfillrecord.RefsOf(forked)), names(rec.Stages)) {
+		return fmt.Errorf("resuming the backfill of %s: the manifests' path is not the one it started with (%v, now %v): foldline backfill --abort %s, then start again", rec.View, names(rec.Stages), names(backfillrecord.RefsOf(forked)), rec.View)
+	}
+	if opts.Builder == nil {
+		opts.Builder = opts.NewBuilder()
+	}
+	if err := e.sameCode(ctx, opts, rec, forked); err != nil {
+		return err
+	}
+	claim := *rec
+	fused := *rec.Fused
+	stopped := time.Since(fused.Heartbeat)
+	fused.Runs++
+	fused.Heartbeat = time.Now().UTC()
+	claim.Fused = &fused
+	applied, err := e.store.Replace(ctx, &claim)
+	if err != nil {
+		return err
+	}
+	if !applied {
+		return fmt.Errorf("resuming the backfill of %s: another foldline backfill took it over: %w", rec.View, ErrAlreadyRunning)
+	}
+	*rec = claim
+	fmt.Fprintf(opts.ErrOut, "the fused run of the backfill of %s stopped %s ago with %d ledger events written: resuming it from there\n",
+		rec.View, stopped.Round(time.Second), fused.Events)
+	return e.bringUp(ctx, opts, rec, forked, true)
+}
+
+// sameCode refuses to resume rec with code other than the code its table's
+// history says built it.
+func (e *env) sameCode(ctx context.Context, opts Options, rec *backfillrecord.Record, forked []*manifest.Stage) error {
+	history, err := registry.History(ctx, e.cql, e.set.Tenant.Keyspace, rec.View)
+	if err != nil {
+		return err
+	}
+	built, ok := registry.CurrentCode(history[rec.Table])
+	if !ok {
+		return nil // not recorded (its start died first): nothing to compare with
+	}
+	codes, err := deploy.StageCodes(ctx, opts.Builder, forked)
+	if err != nil {
+		return err
+	}
+	for _, c := range codes {
+		if b, ok := built[c.Stage]; ok && (b.Binary != c.Binary || b.Config != "" && b.Config != c.Config) {
+			return fmt.Errorf("resuming the backfill of %s: %s's code changed since it started (binary %.12s → %.12s): the table would mix two codes; foldline backfill --abort %s, then start again", rec.View, c.Stage, b.Binary, c.Binary, rec.View)
+		}
+	}
+	return nil
+}
+
+// recordBuilt records in the registry's history that table, a version of
+// view, is built by the code of forked from the ledger's first event (up
+// to until, for a replay).
+func (e *env) recordBuilt(ctx context.Context, opts Options, view, table, until string, forked []*manifest.Stage) error {
+	codes, err := deploy.StageCodes(ctx, opts.Builder, forked)
+	if err != nil {
+		return err
+	}
+	note := "a backfill: its copy of the path read the ledger from its first event"
+	if until != "" {
+		note = "a replay as of " + until + ": its copy of the path read the ledger from its first event up to there"
+	}
+	return registry.Record(ctx, e.cql, e.set.Tenant.Keyspace, view, table, registry.Event{Kind: registry.EventBuilt, By: "backfill", Stages: codes, Note: note})
 }
 
 // binariesOf returns the packages of stages' binaries.
@@ -342,6 +507,11 @@ func binariesOf(stages []*manifest.Stage) []string {
 // alreadyRunning refuses a second backfill of running's view.
 func alreadyRunning(keyspace string, running *backfillrecord.Record) error {
 	view := running.View
+	if running.FusedUnfinished() {
+		f := running.Fused
+		return fmt.Errorf("view %s is already backfilling into %s.%s: its fused run on a CLI's machine wrote its checkpoint %s ago (%d ledger events written); if that CLI died, run foldline backfill %s again once it has missed its heartbeat for %s, and it resumes from the checkpoint (or --abort %s): %w",
+			view, keyspace, running.Table, time.Since(f.Heartbeat).Round(time.Second), f.Events, view, max(5*f.Every, 2*time.Second), view, ErrAlreadyRunning)
+	}
 	return fmt.Errorf("view %s is already backfilling into %s.%s (started %s): follow it with foldline backfill --watch %s, or drop it with foldline backfill --abort %s: %w",
 		view, keyspace, running.Table, running.StartedAt.Format(time.RFC3339), view, view, ErrAlreadyRunning)
 }
@@ -378,6 +548,12 @@ func Run(ctx context.Context, opts Options, watch bool) (*Result, error) {
 	switch {
 	case watch && rec == nil:
 		return nil, fmt.Errorf("view %s: %w (start one with foldline backfill %s): %w", e.view.Name, ErrNoBackfill, e.view.Name, exitcode.ErrNotFound)
+	case rec != nil && rec.FusedStalled(time.Now()):
+		// Its CLI died during the fused run: this one carries on from the
+		// checkpoint.
+		if err := e.resume(ctx, opts, rec); err != nil {
+			return nil, err
+		}
 	case !watch:
 		if rec, err = e.start(ctx, opts); err != nil {
 			return nil, err
@@ -523,7 +699,10 @@ type drawState struct {
 //     is recorded;
 //  2. switching is recorded, before anything changes;
 //  3. the registry switches the view to the new table;
-//  4. the old path's functions that no other view needs are retired;
+//  4. the registry's history records the switch: the old table keeps
+//     following the ledger for the rollback grace (Options.Grace); the
+//     paths whose grace is over, the old one at once for a grace of 0,
+//     are retired (deploy.RetireExpired);
 //  5. switched is recorded; old tables past their retention are dropped.
 //
 // A switching record resumes at step 3, and steps 3 to 5 are idempotent.
@@ -541,36 +720,39 @@ func (e *env) finish(ctx context.Context, opts Options, rec *backfillrecord.Reco
 			return res, err
 		}
 		rec.State = backfillrecord.StateSwitching
-		if err := e.store.Put(ctx, rec); err != nil {
+		applied, current, err := e.store.Transition(ctx, rec, backfillrecord.StateRunning)
+		switch {
+		case err != nil:
 			return nil, err
+		case !applied && current != backfillrecord.StateSwitching:
+			return nil, fmt.Errorf("switching %s to %s: the backfill is %s meanwhile (foldline backfill --abort?): %w", rec.View, rec.Table, orNone(current), ErrNoBackfill)
 		}
 	}
 	res.Diff = rec.Diff
-	if _, err := registry.Activate(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
+	// Only from building: an --abort that marked the table first wins,
+	// and one that comes after is refused before it removes anything.
+	if _, err := registry.Switch(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
 		return nil, err
 	}
 	res.SwitchedAt = time.Now().UTC()
+	grace := opts.grace(e.view)
 	fmt.Fprintf(opts.ErrOut, "view %s now reads %s.%s (was %s)\n", rec.View, ks, rec.Table, orNone(rec.OldTable))
-	// Earlier backfills of the view whose tables are no longer active (a
-	// rollback with views --activate skipped them) are retired too.
-	records, err := e.store.List(ctx, rec.View)
-	if err != nil {
+	// The old path keeps following the ledger for the rollback grace, so
+	// that views --activate of the old table gives an up-to-date one;
+	// RetireExpired stops it after (at once for a grace of 0), and the
+	// paths of earlier versions whose grace is over.
+	if err := e.recordSwitch(ctx, rec, "backfill", res.SwitchedAt, grace); err != nil {
 		return nil, err
 	}
-	for _, r := range records {
-		if r.State == backfillrecord.StateSwitched && r.Table != rec.Table {
-			oldPath = append(oldPath, backfillrecord.StagesOf(r.Stages)...)
-		}
+	if rec.OldTable != "" && grace > 0 {
+		fmt.Fprintf(opts.ErrOut, "%s.%s keeps following the ledger until %s (rollback: foldline views --activate %s)\n", ks, rec.OldTable, res.SwitchedAt.Add(grace).Format(time.RFC3339), rec.OldTable)
 	}
-	retire, err := e.unshared(ctx, rec.View, oldPath)
+	retired, err := deploy.RetireExpired(ctx, e.cluster(), opts.ErrOut, time.Now())
+	for _, r := range retired {
+		res.Retired = append(res.Retired, r.Removed...)
+	}
 	if err != nil {
-		return nil, err
-	}
-	if res.Retired, err = deploy.DeleteStages(ctx, e.pulsar, retire, opts.ErrOut); err != nil {
 		return nil, fmt.Errorf("retiring the old functions of %s (foldline backfill --watch %s completes the switch): %w", rec.View, rec.View, err)
-	}
-	if res.Retired == nil {
-		res.Retired = []string{}
 	}
 	rec.State, rec.FinishedAt, rec.KeepOldUntil = backfillrecord.StateSwitched, time.Now().UTC(), time.Now().Add(opts.KeepOld).UTC()
 	if err := e.store.Put(ctx, rec); err != nil {
@@ -638,35 +820,6 @@ func (e *env) currentPath(ctx context.Context, view, table string) ([]*manifest.
 		return backfillrecord.StagesOf(rec.Stages), nil
 	}
 	return e.graph.PathTo(view), nil
-}
-
-// unshared returns the stages of path that no other view's active path
-// needs (a shared stage such as validate keeps feeding the others).
-func (e *env) unshared(ctx context.Context, view string, path []*manifest.Stage) ([]*manifest.Stage, error) {
-	needed := map[string]bool{}
-	for _, other := range e.set.Views {
-		if other.Name == view {
-			continue
-		}
-		entry, err := registry.Get(ctx, e.cql, e.set.Tenant.Keyspace, other.Name)
-		if err != nil {
-			return nil, err
-		}
-		stages, err := e.currentPath(ctx, other.Name, entry.ActiveTable)
-		if err != nil {
-			return nil, err
-		}
-		for _, st := range stages {
-			needed[st.FullName()] = true
-		}
-	}
-	var out []*manifest.Stage
-	for _, st := range path {
-		if !needed[st.FullName()] {
-			out = append(out, st)
-		}
-	}
-	return out, nil
 }
 
 // oldCaughtUp waits, up to e.catchUpWait, until the old path (the stages
@@ -810,6 +963,15 @@ func (e *env) abort(ctx context.Context, opts Options) (*backfillrecord.Record, 
 		return nil, fmt.Errorf("aborting the backfill of %s: the view already reads %s.%s (the backfill is %s): complete it with foldline backfill --watch %s%s: %w: %w",
 			rec.View, ks, rec.Table, rec.State, rec.View, back, registry.ErrActiveTable, exitcode.ErrUsage)
 	}
+	// Taken out of building before anything is removed, as a lightweight
+	// transaction that a --watch's switch (registry.Switch) is serialized
+	// with: if the switch came first, the abort is refused here.
+	if err := registry.MarkAborting(ctx, e.cql, ks, rec.View, rec.Table); err != nil {
+		if errors.Is(err, registry.ErrActiveTable) {
+			return nil, fmt.Errorf("aborting the backfill of %s: the view reads %s.%s since a switch completed meanwhile: %w: %w", rec.View, ks, rec.Table, err, exitcode.ErrUsage)
+		}
+		return nil, err
+	}
 	if _, err := e.removeStages(ctx, opts, rec); err != nil {
 		return nil, err
 	}
@@ -828,7 +990,7 @@ func (e *env) abort(ctx context.Context, opts Options) (*backfillrecord.Record, 
 // first) and the topics it created (outputs, dead letters), and returns
 // what it deleted.
 func (e *env) removeStages(ctx context.Context, opts Options, rec *backfillrecord.Record) ([]string, error) {
-	deleted, err := deploy.DeleteStages(ctx, e.pulsar, backfillrecord.StagesOf(rec.Stages), opts.ErrOut)
+	deleted, err := e.deleteStages(ctx, backfillrecord.StagesOf(rec.Stages), opts.ErrOut)
 	if err != nil {
 		return deleted, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/promserve"
+	"github.com/foldline/foldline/admin/manifest"
 )
 
 // NewCommand returns `foldline backfill`.
@@ -32,15 +33,21 @@ changed transformation is deployed under new function, subscription and topic na
 Progress (per stage: ledger entries done out of the ledger's size at the start, rate,
 ETA, backlog) goes to stderr, or as JSON lines to stdout with -o json. When every stage
 has caught up, the old and new tables are compared (rows only in the old, only in the
-new, differing, a few examples), the view registry switches the active table in one
-write, and the old path's functions that no other view needs are deleted. The old
-table stays for --keep-old (rollback: foldline views --activate TABLE).
+new, differing, a few examples) and the view registry switches the active table in one
+write. The old table's path keeps following the ledger for --grace (the view's rollbackGrace, 24h by
+default), so that a rollback (foldline views --activate TABLE) finds it up to date;
+after that its functions are retired at the next deploy, backfill or foldline views
+gc, and the table stays, as it was, for --keep-old.
 
 The backfill survives the CLI: --detach starts it and exits, foldline status shows it,
 --watch takes it over (and switches when it has caught up), --abort removes it.
 --metrics-listen ADDR serves the progress as Prometheus metrics while the command runs
 (per stage: entries done and expected, backlog, events processed, dead letters; for a
-fused run, the ledger events read); foldline metrics exports every running backfill.
+fused run, the ledger events read); foldline metrics exports every running backfill. A fused
+run (on this machine, before the copy is deployed) checkpoints into the backfill's
+record the ledger positions whose view operations the table has: when its CLI dies,
+foldline backfill VIEW (or --watch) resumes it from there once its heartbeat has
+stopped.
 
 --until WHEN makes it a replay: the view as it was at WHEN (a time: the events the
 ledger received up to it; or a position, from a row's fl_applied or a dead letter's
@@ -60,6 +67,7 @@ not switched.`,
 			if opts.JSON, err = opts.Bind(cmd, args[1:]); err != nil {
 				return err
 			}
+			opts.GraceSet = cmd.Flags().Changed("grace")
 			if n := countTrue(watch, abort, detach); n > 1 {
 				return fmt.Errorf("--watch, --abort and --detach exclude each other: %w", exitcode.ErrUsage)
 			}
@@ -113,11 +121,13 @@ not switched.`,
 	f.BoolVar(&opts.RequireIdentical, "require-identical", false, "fail instead of switching when the new table differs from the old one")
 	f.Int64Var(&opts.Threshold, "threshold", 0, "backlog (entries) under which a stage counts as caught up")
 	f.DurationVar(&opts.KeepOld, "keep-old", 7*24*time.Hour, "how long the old table is kept for a rollback after the switch")
+	f.DurationVar(&opts.Grace, "grace", manifest.DefaultRollbackGrace, "how long the old table keeps following the ledger after the switch, so that a rollback (foldline views --activate) finds it up to date (default: the view's rollbackGrace, else 24h; 0 stops it at the switch)")
 	f.DurationVar(&opts.Timeout, "timeout", 0, "stop watching after this long (the backfill goes on); 0 watches until caught up")
 	f.DurationVar(&opts.Wait, "wait", 5*time.Minute, "how long to wait for the new functions' instances to run")
 	f.StringVar(&opts.UntilClock, "until-clock", ClockPublish, "what a time given to --until cuts by: publish (the ledger's publish time: the view as served then; a replay early in the ledger stops reading there) or event (each event's own time; the whole ledger is read)")
 	f.StringVar(&opts.Engine, "engine", EngineAuto, "how the copy catches up with the ledger: deployed (the functions worker runs the copy from the ledger's first event), fused (this machine runs the copy's path over the ledger first, every function in a local process and no topic in between, the sink's code writing the table, then deploys the copy from there), or auto (fused for a ledger of at least "+fmt.Sprint(fusedFromEntries)+" entries, where it measured faster)")
 	f.StringVar(&metricsAddr, "metrics-listen", "", "serve the progress as Prometheus metrics on this address while the command runs (foldline metrics exports every running backfill too)")
+	f.DurationVar(&opts.Checkpoint, "checkpoint", defaultCheckpointEvery, "how often a fused run writes its checkpoint and heartbeat into the backfill's record (a run whose CLI died is resumed from it by the next foldline backfill VIEW or --watch)")
 	f.StringVar(&opts.Until, "until", "", "replay the view as of a point of the ledger into its own table, kept as a snapshot and never switched: an RFC 3339 time (events published up to it) or a ledger position ledger:entry[:batch] (up to it, inclusive)")
 	return cmd
 }

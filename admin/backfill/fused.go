@@ -1,8 +1,11 @@
 package backfill
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -13,6 +16,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/admin/internal/ledgerepoch"
@@ -81,7 +85,14 @@ const fusedGCPercent = 400
 // that position comes once more: the sink skips its operations as applied,
 // and the fused run leaves its dead letters to the copy (deadLetters). It
 // returns how many ledger events it read. The new table exists already.
-func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage) (int64, error) {
+//
+// It writes its checkpoint into rec every Options.Checkpoint (the last
+// events whose operations the applier confirmed written, see checkpoints)
+// with a heartbeat, and starts from rec's checkpoint when it has one (a
+// run resumed after its CLI died): it reads the checkpoint's entries
+// again, which the sink skips as applied. A run whose record changed under
+// it (another CLI resumed it, an abort) stops with ErrTakenOver.
+func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, rec *backfillrecord.Record) (int64, error) {
 	sink := forked[len(forked)-1]
 	schema := sink.View.Schema()
 	settings, err := cassandra.ParseSettings(sink.View.Sink.UserConfig)
@@ -126,21 +137,42 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage) 
 		failure error
 		read    int64
 	)
-	last := map[string]localrun.Message{} // ledger topic (partition) → last event read
-	done := func(err error) {
-		if err != nil {
-			mu.Lock()
+	fail := func(err error) {
+		mu.Lock()
+		if failure == nil {
 			failure = err
-			mu.Unlock()
 		}
-		wg.Done()
+		mu.Unlock()
 	}
+	last := map[string]localrun.Message{} // ledger topic (partition) → last event read
+	if rec.Fused == nil {
+		rec.Fused = &backfillrecord.FusedProgress{Runs: 1}
+	}
+	every := cmp.Or(opts.Checkpoint, defaultCheckpointEvery)
+	rec.Fused.Every = every
+	from := map[string]localrun.Entry{}
+	for topic, p := range rec.Fused.Positions {
+		from[topic] = localrun.Entry{Ledger: p.Ledger, Entry: p.Entry}
+	}
+	cp := newCheckpoints(rec.Fused.Positions, rec.Fused.Events)
+	if len(from) > 0 {
+		fmt.Fprintf(opts.ErrOut, "fused backfill of %s: resuming from its checkpoint (%d ledger events written) — run %d\n", e.view.Name, rec.Fused.Events, rec.Fused.Runs)
+	}
+	stopCheckpoints := e.checkpointLoop(ctx, every, rec, cp, letters, func(err error) { fail(err); cancel() })
+	checkpointing := true
+	defer func() {
+		if checkpointing {
+			stopCheckpoints()
+		}
+	}()
+	var current *batchMark // the batch whose operations op sees: set by batch, on the same goroutine
 	start, lastReport := time.Now(), time.Now()
 	opts.Progress.fusing(e.view.Name, schema.Table)
-	err = path.Stream(ctx, localrun.ReadLedger(ctx, client, ledgers, 2000), func(batch []localrun.Message) {
+	err = path.Stream(ctx, localrun.ReadLedgerFrom(ctx, client, ledgers, 2000, from), func(batch []localrun.Message) {
 		for _, m := range batch {
 			last[m.Topic] = m
 		}
+		current = cp.open(batch)
 		read += int64(len(batch))
 		opts.Progress.read(len(batch))
 		if time.Since(lastReport) >= 5*time.Second {
@@ -154,25 +186,45 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage) 
 		if failed != nil {
 			return failed
 		}
+		m := current
+		cp.submitted(m)
 		wg.Add(1)
-		return batcher.SubmitAsync(ctx, op, done)
+		return batcher.SubmitAsync(ctx, op, func(err error) {
+			if err != nil {
+				fail(err)
+			} else {
+				cp.applied(m)
+			}
+			wg.Done()
+		})
 	})
+	cp.seal()
 	batcher.Flush() // the ledger's end: the last batch need not linger
 	wg.Wait()
-	if err == nil {
+	stopCheckpoints()
+	checkpointing = false
+	mu.Lock()
+	if failure != nil && (err == nil || errors.Is(failure, ErrTakenOver)) {
 		err = failure
 	}
+	mu.Unlock()
 	if err == nil {
 		err = letters.release(last)
 	}
 	if err == nil {
 		err = letters.flush(ctx)
 	}
+	if err == nil {
+		err = e.subscribeAfter(ctx, forked, last)
+	}
+	if err == nil {
+		err = e.writeCheckpoint(ctx, rec, cp, nil, true)
+	}
 	if err != nil {
 		return read, fmt.Errorf("running the backfill of %s on this machine: %w", e.view.Name, err)
 	}
 	fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d ledger events into %s.%s in %s; deploying the copy from there\n", e.view.Name, read, schema.Keyspace, schema.Table, time.Since(start).Round(100*time.Millisecond))
-	return read, e.subscribeAfter(ctx, forked, last)
+	return read, nil
 }
 
 // localBuilder returns the builder of the binaries a fused run starts on
@@ -203,7 +255,7 @@ func (e *env) ledgerInputs(ctx context.Context, forked []*manifest.Stage) ([]str
 			if err != nil {
 				return nil, nil, fmt.Errorf("naming topic %s: %w", in, err)
 			}
-			epoch, _, err := ledgerepoch.Read(ctx, e.pulsar.Admin.Topics(), *tn)
+			epoch, err := ledgerepoch.Ensure(ctx, e.pulsar.Admin.Topics(), *tn)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -233,7 +285,13 @@ func (e *env) subscribeAfter(ctx context.Context, forked []*manifest.Stage, last
 					return fmt.Errorf("naming topic %s: %w", topic, err)
 				}
 				id := utils.MessageID{LedgerID: m.Ledger, EntryID: m.Entry, PartitionIndex: tn.GetPartitionIndex()}
-				if err := e.pulsar.Admin.Subscriptions().CreateWithContext(ctx, *tn, st.SubName, id); err != nil {
+				err = e.pulsar.Admin.Subscriptions().CreateWithContext(ctx, *tn, st.SubName, id)
+				if pulsarx.IsConflict(err) {
+					// Made by a run that died before it recorded its end:
+					// moved to where this one stopped.
+					err = e.pulsar.Admin.Subscriptions().ResetCursorToMessageIDWithContext(ctx, *tn, st.SubName, id)
+				}
+				if err != nil {
 					return fmt.Errorf("creating subscription %s of %s at %d:%d: %w", st.SubName, topic, m.Ledger, m.Entry, err)
 				}
 			}
@@ -350,7 +408,10 @@ func (d *deadLetters) publish(o *localwire.Output) error {
 }
 
 func (d *deadLetters) flush(ctx context.Context) error {
-	for topic, p := range d.producers {
+	d.mu.Lock()
+	producers := maps.Clone(d.producers)
+	d.mu.Unlock()
+	for topic, p := range producers {
 		if err := p.FlushWithCtx(ctx); err != nil {
 			return fmt.Errorf("flushing the dead letters of %s: %w", topic, err)
 		}
@@ -358,6 +419,29 @@ func (d *deadLetters) flush(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.err
+}
+
+// releaseBefore publishes the held dead letters of entries before those of
+// positions (ledger topic → a checkpoint's last event): a run resumed from
+// the checkpoint reads the checkpoint's entries again, not the earlier
+// ones, so theirs must be out before it is written.
+func (d *deadLetters) releaseBefore(positions map[string]backfillrecord.Position) error {
+	d.mu.Lock()
+	var due []*localwire.Output
+	for topic, h := range d.held {
+		p, ok := positions[topic]
+		if ok && (h.ledger < p.Ledger || h.ledger == p.Ledger && h.entry < p.Entry) {
+			due = append(due, h.letters...)
+			delete(d.held, topic)
+		}
+	}
+	d.mu.Unlock()
+	for _, o := range due {
+		if err := d.publish(o); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *deadLetters) close() {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +47,19 @@ func (s *failingStore) Put(ctx context.Context, r *backfillrecord.Record) error 
 		}
 	}
 	return errInjected
+}
+
+func (s *failingStore) Transition(ctx context.Context, r *backfillrecord.Record, from string) (bool, string, error) {
+	if r.State != s.state || s.failed {
+		return s.recordStore.Transition(ctx, r, from)
+	}
+	s.failed = true
+	if s.writeFirst {
+		if _, _, err := s.recordStore.Transition(ctx, r, from); err != nil {
+			return false, "", err
+		}
+	}
+	return false, "", errInjected
 }
 
 // switchEnv is a backfill of user_activity from user_activity_v1 (active,
@@ -310,4 +325,82 @@ func TestRequireIdenticalWaitsForTheOldPath(t *testing.T) {
 			t.Fatalf("the view reads %s, want user_activity_v2", active)
 		}
 	})
+}
+
+// TestAbortRacingASwitchNeverLeavesTheViewWithoutWriters runs --abort and
+// the switch of a --watch at once, against the real registry: whichever
+// wins, the view never reads a table whose functions the abort removed.
+// First with the switch attempted while the abort removes the functions
+// (before the registry's compare-and-set, the switch won there and the
+// abort's drop was refused after the functions were gone); then both
+// started at the same instant, a few times.
+func TestAbortRacingASwitchNeverLeavesTheViewWithoutWriters(t *testing.T) {
+	type outcome struct {
+		active, record  string
+		removed         bool
+		abortErr, swErr error
+	}
+	race := func(t *testing.T, duringRemoval bool) outcome {
+		e, opts := switchEnv(t)
+		rec := start(t, e, opts)
+		ctx := t.Context()
+		var (
+			removed  atomic.Bool
+			switched = make(chan error, 1)
+		)
+		finish := func() {
+			_, err := e.finish(ctx, opts, rec)
+			switched <- err
+		}
+		e.deleteStages = func(context.Context, []*manifest.Stage, io.Writer) ([]string, error) {
+			removed.Store(true)
+			if duringRemoval {
+				go finish()
+				select {
+				case err := <-switched:
+					switched <- err
+				case <-time.After(time.Minute):
+					t.Error("the switch did not end within a minute")
+				}
+			}
+			return nil, nil
+		}
+		var out outcome
+		if duringRemoval {
+			_, out.abortErr = e.abort(ctx, opts)
+		} else {
+			aborted := make(chan error, 1)
+			go func() { _, err := e.abort(ctx, opts); aborted <- err }()
+			go finish()
+			out.abortErr = <-aborted
+		}
+		out.swErr = <-switched
+		out.active, _, out.record = state(t, e)
+		out.removed = removed.Load()
+		t.Logf("abort: %v; switch: %v; the view reads %s, record %s, functions removed: %v", out.abortErr, out.swErr, out.active, out.record, out.removed)
+		if out.active == "user_activity_v2" && out.removed {
+			t.Fatalf("the view reads user_activity_v2, whose functions the abort removed")
+		}
+		switch out.active {
+		case "user_activity_v2":
+			if !errors.Is(out.abortErr, registry.ErrActiveTable) || out.swErr != nil || out.record != StateSwitched {
+				t.Errorf("the switch won: want the abort refused with ErrActiveTable and the record switched")
+			}
+		case "user_activity_v1":
+			if out.abortErr != nil || out.swErr == nil || out.record != StateAborted {
+				t.Errorf("the abort won: want the switch refused and the record aborted")
+			}
+		default:
+			t.Errorf("the view reads %q", out.active)
+		}
+		return out
+	}
+	t.Run("the switch tried while the abort removes the functions", func(t *testing.T) {
+		if out := race(t, true); out.active != "user_activity_v1" || !errors.Is(out.swErr, registry.ErrAborting) {
+			t.Errorf("the switch: %v, want ErrAborting, the view on user_activity_v1", out.swErr)
+		}
+	})
+	for i := range 3 {
+		t.Run(fmt.Sprintf("started together %d", i+1), func(t *testing.T) { race(t, false) })
+	}
 }

@@ -22,6 +22,19 @@ type backfilled struct {
 	// carrying are the backfills' stages that may run: those of running,
 	// switching and switched backfills (destroy removes them too).
 	carrying []*manifest.Stage
+	// records are the keyspace's backfill records.
+	records []*backfillrecord.Record
+}
+
+// carrierOf returns the record of the backfill whose copy of a path fills
+// table, a version of view, nil when none does (deploy's own stages do).
+func (b *backfilled) carrierOf(view, table string) *backfillrecord.Record {
+	for _, r := range b.records {
+		if r.View == view && r.Table == table && r.MayCarry() {
+			return r
+		}
+	}
+	return nil
 }
 
 // readBackfilled reads the registry and the backfill records of the set's
@@ -37,6 +50,7 @@ func readBackfilled(ctx context.Context, s *session) (*backfilled, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.records = records
 	for _, r := range records {
 		if r.Unfinished() || r.MayCarry() {
 			b.carrying = append(b.carrying, backfillrecord.StagesOf(r.Stages)...)

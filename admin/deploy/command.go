@@ -25,7 +25,11 @@ func NewPlanCommand() *cobra.Command {
 		Long: `Compare the manifests in DIR (default manifests/) with Pulsar and Cassandra and
 show what deploy would change: + create, ~ update, -/+ replace, = unchanged (with -v),
 ! a note about something deploy leaves alone. It builds the function binaries to
-tell whether they changed, and changes nothing.`,
+tell whether they changed, and changes nothing.
+
+A stage whose binary or config changed under a view's active table is noted as
+such ("user-activity's binary changed: user_activity_v1 would no longer equal the
+fold of the ledger under the new code"): deploy refuses it unless --in-place.`,
 		Example: "  foldline plan\n  foldline plan -o json --tenant shop-preview",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -47,6 +51,7 @@ tell whether they changed, and changes nothing.`,
 	opts.Target.Register(cmd.Flags())
 	opts.RegisterBuildFlags(cmd.Flags())
 	cmd.Flags().BoolVarP(&opts.Verbose, "verbose", "v", false, "also list unchanged resources")
+	cmd.Flags().BoolVar(&opts.InPlace, "in-place", false, "plan a deploy --in-place")
 	return cmd
 }
 
@@ -60,8 +65,16 @@ func NewDeployCommand() *cobra.Command {
 function binaries, create or update the tenant, its namespaces and their policies, the
 topics, the keyspace, the view tables and the view registry, then create or update the
 functions and sinks in DAG order (upstream first), and wait until every instance runs.
-Re-running it with nothing changed changes nothing. Progress goes to stderr.`,
-		Example: "  foldline deploy\n  foldline deploy --tenant shop-test --wait 10m",
+Re-running it with nothing changed changes nothing. Progress goes to stderr.
+
+A changed binary or config of a stage that feeds a view's active table is refused,
+and nothing is changed: the table would hold the old code's results for history and
+the new code's from now on, equal to the fold of the ledger under neither. Build a
+new version with the new code instead (foldline backfill VIEW: it switches when
+caught up), or pass --in-place to update the running functions anyway; the registry
+then records, for the table, which stages changed and at which ledger positions
+(foldline views describe VIEW shows it).`,
+		Example: "  foldline deploy\n  foldline deploy --tenant shop-test --wait 10m\n  foldline deploy --in-place",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := opts.Bind(cmd, args)
@@ -86,6 +99,7 @@ Re-running it with nothing changed changes nothing. Progress goes to stderr.`,
 	opts.Target.Register(cmd.Flags())
 	opts.RegisterBuildFlags(cmd.Flags())
 	cmd.Flags().DurationVar(&opts.Wait, "wait", 5*time.Minute, "how long to wait for every instance to run (0: do not wait)")
+	cmd.Flags().BoolVar(&opts.InPlace, "in-place", false, "change the code of stages feeding a view's active table in place (the table then mixes old and new code; the registry records where)")
 	return cmd
 }
 

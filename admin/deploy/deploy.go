@@ -52,6 +52,13 @@ type Options struct {
 	Wait time.Duration
 	// Verbose also lists unchanged resources.
 	Verbose bool
+	// InPlace lets deploy change the code (binary or config, see
+	// CodeChange) of a stage that feeds a view's active table in place:
+	// the table then holds the old code's results for the ledger up to
+	// the change and the new code's after, which the registry records.
+	// Without it such a deploy is refused with ErrCodeChange and changes
+	// nothing (foldline backfill builds a new version instead).
+	InPlace bool
 	// Builder, when set, builds (or takes) the binaries instead of one made
 	// from the fields above (NewBuilder), so that a caller that built them
 	// already, or builds them meanwhile, shares its builds.
@@ -133,10 +140,12 @@ func (o Options) planner(s *session) *planner {
 		set: s.set, graph: s.graph, pulsar: s.pulsar, cql: s.cql,
 		builder:          o.builder(),
 		hosts:            o.Services.SinkHosts(),
+		adminURL:         o.Services.PulsarAdminURL,
 		cluster:          o.Services.Describe(),
 		kubernetesSecret: o.KubernetesSecret,
 		identity:         s.identity,
 		progress:         o.ErrOut,
+		inPlace:          o.InPlace,
 	}
 }
 
@@ -148,20 +157,24 @@ func MakePlan(ctx context.Context, opts Options) (*Plan, error) {
 		return nil, err
 	}
 	defer s.Close()
-	return opts.planWithBackfills(ctx, s)
+	plan, _, err := opts.planWithBackfills(ctx, s)
+	return plan, err
 }
 
 // planWithBackfills plans the manifests' DAG less the stages backfills
-// retired (noted in the plan: deploy must not bring them back).
-func (o Options) planWithBackfills(ctx context.Context, s *session) (*Plan, error) {
+// retired (noted in the plan: deploy must not bring them back), and the
+// code changes under the views' active tables. It returns the planner too,
+// which records the code once the plan is applied.
+func (o Options) planWithBackfills(ctx context.Context, s *session) (*Plan, *planner, error) {
 	b, err := readBackfilled(ctx, s)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	s, notes := b.withoutRetired(s)
-	plan, err := o.planner(s).makePlan(ctx)
+	reduced, notes := b.withoutRetired(s)
+	pl := o.planner(reduced)
+	plan, err := pl.makePlan(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	carrying := map[string]bool{}
 	for _, st := range b.carrying {
@@ -173,24 +186,52 @@ func (o Options) planWithBackfills(ctx context.Context, s *session) (*Plan, erro
 		}
 	}
 	plan.Changes = append(plan.Changes, notes...)
-	return plan, nil
+	if err := pl.planCodeChanges(ctx, s.graph, b); err != nil {
+		return nil, nil, err
+	}
+	return plan, pl, nil
 }
 
 // Deploy brings the cluster to the manifests and waits for the instances.
+// A plan that changes the code under a view's active table in place is
+// refused with ErrCodeChange, before anything changes, unless
+// opts.InPlace; the registry's history records what deploy did to the
+// code of each table.
 func Deploy(ctx context.Context, opts Options) (*Result, error) {
 	s, err := open(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	plan, err := opts.planWithBackfills(ctx, s)
+	plan, pl, err := opts.planWithBackfills(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{Plan: plan}
+	changes := inPlace(plan.CodeChanges)
+	if len(changes) > 0 && !opts.InPlace {
+		return res, codeChangeError(changes)
+	}
+	by := "deploy"
+	var positions map[string]string
+	if len(changes) > 0 {
+		by = "deploy --in-place"
+		// Read before the change: events after these went through the
+		// new code.
+		if positions, err = pl.ledgerPositions(ctx); err != nil {
+			return res, err
+		}
+	}
 	res.Applied, err = apply(ctx, plan, opts.ErrOut)
 	if err != nil {
 		return res, err
+	}
+	if err := pl.recordCode(ctx, by, positions); err != nil {
+		return res, fmt.Errorf("recording the views' code in the registry (everything else is deployed; deploy again, with the same flags, to record it): %w", err)
+	}
+	// Paths whose rollback grace is over stop here (there is no daemon).
+	if _, err := RetireExpired(ctx, Cluster{Set: s.set, Graph: s.graph, Pulsar: s.pulsar, CQL: s.cql}, opts.ErrOut, time.Now()); err != nil {
+		fmt.Fprintf(opts.ErrOut, "warning: retiring the paths whose rollback grace is over (foldline views gc tries again): %v\n", err)
 	}
 	if path, err := s.identity.writeCredentials(s.set.Tenant.Name); err != nil {
 		return res, err

@@ -30,6 +30,8 @@ type desiredFunction struct {
 	Stage  *manifest.Stage
 	Binary gobuild.Binary
 	Config utils.FunctionConfig
+	// Code is the stage's binary and config digests (code.go).
+	Code registry.StageCode
 }
 
 // renderFunctions builds every stage's binary and its function config, in
@@ -37,11 +39,12 @@ type desiredFunction struct {
 //
 // Every function gets id's credentials in its secrets, a stage that reads
 // a ledger topic gets the topic's epoch from epochs (ledger topic → epoch)
-// in its user config, and one whose partitioned output a function reads
+// and the admin URL through which its runtime reads the topic's epoch
+// itself (pf.UserConfigAdminURL, adminURL) in its user config, and one whose partitioned output a function reads
 // routes by origin (manifest.Stage.RouteByOrigin). A stage in
 // singleOrigin (by full name) writes its outputs' origin as one property,
 // every other as two (see origin.go), unless its config chooses.
-func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.Stage, builder *gobuild.Builder, cassandraHosts string, id identity, kubernetesSecret string, epochs map[string]string, singleOrigin map[string]bool) ([]desiredFunction, error) {
+func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.Stage, builder *gobuild.Builder, cassandraHosts, adminURL string, id identity, kubernetesSecret string, epochs map[string]string, singleOrigin map[string]bool) ([]desiredFunction, error) {
 	out := make([]desiredFunction, 0, len(order))
 	for _, st := range order {
 		bin, err := builder.Build(ctx, st.Binary)
@@ -55,7 +58,7 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 			return nil, err
 		}
 		conf.Secrets = id.secrets(st.View != nil, kubernetesSecret)
-		setLedgerEpochs(&conf, st, epochs)
+		setLedgerEpochs(&conf, st, epochs, adminURL)
 		if _, set := conf.UserConfig[pf.UserConfigOutputRouting]; st.RouteByOrigin && !set {
 			conf.UserConfig[pf.UserConfigOutputRouting] = "origin"
 		}
@@ -68,13 +71,18 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 		if st.Function != nil {
 			compressOutputs(&conf)
 		}
+		code, err := codeOf(st, bin)
+		if err != nil {
+			return nil, err
+		}
 		conf.UserConfig[UserConfigBinary] = bin.SHA256
+		conf.UserConfig[UserConfigConfigDigest] = code.Config
 		fp, err := fingerprint(conf)
 		if err != nil {
 			return nil, err
 		}
 		conf.UserConfig[UserConfigFingerprint] = fp
-		out = append(out, desiredFunction{Stage: st, Binary: bin, Config: conf})
+		out = append(out, desiredFunction{Stage: st, Binary: bin, Config: conf, Code: code})
 	}
 	return out, nil
 }
@@ -167,8 +175,11 @@ func fingerprint(conf utils.FunctionConfig) (string, error) {
 }
 
 // setLedgerEpochs puts the epochs of the ledger topics st reads into its
-// user config (pf.UserConfigLedgerEpochs).
-func setLedgerEpochs(conf *utils.FunctionConfig, st *manifest.Stage, epochs map[string]string) {
+// user config (pf.UserConfigLedgerEpochs), and the admin URL through which
+// the runtime reads each topic's epoch from the topic when an event lacks
+// one (pf.UserConfigAdminURL): the configured epochs are what the last
+// deploy saw, which a topic deleted and created again since no longer has.
+func setLedgerEpochs(conf *utils.FunctionConfig, st *manifest.Stage, epochs map[string]string, adminURL string) {
 	read := map[string]any{}
 	for _, in := range st.Inputs {
 		if epoch, ok := epochs[in]; ok {
@@ -177,5 +188,8 @@ func setLedgerEpochs(conf *utils.FunctionConfig, st *manifest.Stage, epochs map[
 	}
 	if len(read) > 0 {
 		conf.UserConfig[pf.UserConfigLedgerEpochs] = read
+		if _, set := conf.UserConfig[pf.UserConfigAdminURL]; !set && adminURL != "" {
+			conf.UserConfig[pf.UserConfigAdminURL] = adminURL
+		}
 	}
 }

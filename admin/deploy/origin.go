@@ -76,8 +76,10 @@ func deployedReader(name string, conf *utils.FunctionConfig) originReader {
 
 // originReaders lists every function deployed in the tenant's namespaces
 // as a reader: each stage as it is deployed now, and every function that
-// no manifest declares. It remembers each stage's deployed config in
-// pl.deployed for planFunction, and the others' names in pl.stray.
+// no manifest declares. It remembers every deployed config in pl.deployed
+// by full name (for planFunction, and planCodeChanges, which reads the
+// code a backfill's copy runs), and the undeclared functions' names in
+// pl.stray.
 func (pl *planner) originReaders(ctx context.Context, tenantExists bool) ([]originReader, error) {
 	pl.deployed, pl.stray = map[string]*utils.FunctionConfig{}, nil
 	if !tenantExists {
@@ -118,6 +120,7 @@ func (pl *planner) originReaders(ctx context.Context, tenantExists bool) ([]orig
 				}
 				return nil, fmt.Errorf("reading function %s: %w", full, err)
 			}
+			pl.deployed[full] = &have
 			readers = append(readers, deployedReader(full, &have))
 		}
 	}

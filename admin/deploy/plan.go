@@ -61,6 +61,10 @@ type Plan struct {
 	Tenant   string   `json:"tenant"`
 	Keyspace string   `json:"keyspace"`
 	Changes  []Change `json:"changes"`
+	// CodeChanges are the stages whose binary or config the manifests
+	// change under a view's active table (also noted in Changes): deploy
+	// refuses those it would make in place unless told --in-place.
+	CodeChanges []CodeChange `json:"codeChanges,omitempty"`
 
 	functions []desiredFunction
 }
@@ -126,6 +130,7 @@ type planner struct {
 	cql      *gocql.Session
 	builder  *gobuild.Builder
 	hosts    string
+	adminURL string
 	cluster  string
 	identity identity
 	// kubernetesSecret, when set, names the Kubernetes secret the
@@ -142,6 +147,14 @@ type planner struct {
 	// them.
 	deployed map[string]*utils.FunctionConfig
 	stray    []string
+	// registryExists says whether the keyspace has a view registry;
+	// newActive holds the views whose first table this plan registers,
+	// active (planView); views is the code of each view's active table
+	// (planCodeChanges); inPlace is Options.InPlace.
+	registryExists bool
+	newActive      map[string]bool
+	views          []viewCode
+	inPlace        bool
 }
 
 func (pl *planner) add(c Change) { pl.plan.Changes = append(pl.plan.Changes, c) }
@@ -152,6 +165,7 @@ func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
 	t := pl.set.Tenant
 	pl.plan = &Plan{Cluster: pl.cluster, Tenant: t.Name, Keyspace: t.Keyspace}
 	pl.epochs = map[string]string{}
+	pl.newActive = map[string]bool{}
 	if err := pl.planFailoverHandover(ctx); err != nil {
 		return nil, err
 	}
@@ -176,7 +190,7 @@ func (pl *planner) makePlan(ctx context.Context) (*Plan, error) {
 		return nil, err
 	}
 	single, heldBy := singleOriginWriters(pl.graph.Order, readers)
-	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts, pl.identity, pl.kubernetesSecret, pl.epochs, single)
+	functions, err := renderFunctions(ctx, pl.set, pl.graph.Order, pl.builder, pl.hosts, pl.adminURL, pl.identity, pl.kubernetesSecret, pl.epochs, single)
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +456,13 @@ func (pl *planner) planTopics(ctx context.Context, tenantExists bool) error {
 			if !ok { // created before epochs existed, or by a producer
 				epoch = ledgerepoch.New(time.Now())
 				pl.add(Change{Action: Update, Kind: "topic", Name: topic, Details: []string{"ledger epoch " + epoch},
-					apply: func(ctx context.Context) error { return ledgerepoch.Write(ctx, pl.pulsar.Admin.Topics(), *tn, epoch) }})
+					apply: func(ctx context.Context) error {
+						// Unless a function's runtime or an ingest gave it one meanwhile.
+						if _, ok, err := ledgerepoch.Read(ctx, pl.pulsar.Admin.Topics(), *tn); err != nil || ok {
+							return err
+						}
+						return ledgerepoch.Write(ctx, pl.pulsar.Admin.Topics(), *tn, epoch)
+					}})
 			}
 			pl.epochs[topic] = epoch
 		}
@@ -503,10 +523,15 @@ func (pl *planner) planKeyspace(ctx context.Context) error {
 	} else {
 		pl.add(Change{Action: Keep, Kind: "table", Name: ks + "." + owner.Table})
 	}
-	if !tables[registry.Table] {
-		pl.add(Change{Action: Create, Kind: "table", Name: ks + "." + registry.Table, Details: []string{"the view registry: active table of each view"},
+	pl.registryExists = tables[registry.Table]
+	switch {
+	case !tables[registry.Table]:
+		pl.add(Change{Action: Create, Kind: "table", Name: ks + "." + registry.Table, Details: []string{"the view registry: active table of each view, and its history (" + registry.HistoryTable + ")"},
 			apply: func(ctx context.Context) error { return registry.Ensure(ctx, pl.cql, ks) }})
-	} else {
+	case !tables[registry.HistoryTable]:
+		pl.add(Change{Action: Create, Kind: "table", Name: ks + "." + registry.HistoryTable, Details: []string{"the view registry's history: the code that built each table version and what changed under it"},
+			apply: func(ctx context.Context) error { return registry.Ensure(ctx, pl.cql, ks) }})
+	default:
 		pl.add(Change{Action: Keep, Kind: "table", Name: ks + "." + registry.Table})
 	}
 	for _, v := range pl.set.Views {
@@ -558,6 +583,7 @@ func (pl *planner) planView(ctx context.Context, v *manifest.View, tableExists, 
 		pl.add(Change{Action: Note, Kind: "view", Name: v.Name,
 			Details: []string{fmt.Sprintf("active table is %s; %s is registered but not active (a backfill switches it)", entry.ActiveTable, schema.Table)}})
 	case entry.ActiveTable == "":
+		pl.newActive[v.Name] = true
 		pl.add(Change{Action: Create, Kind: "view", Name: v.Name, Details: []string{"active table " + schema.Table}, apply: register})
 	default:
 		pl.add(Change{Action: Create, Kind: "view", Name: v.Name, apply: register,
@@ -664,7 +690,7 @@ func configDifferences(have, want utils.FunctionConfig) []string {
 	haveUC, _ := haveFields["userConfig"].(map[string]any)
 	wantUC, _ := wantFields["userConfig"].(map[string]any)
 	for _, key := range slices.Sorted(maps.Keys(wantUC)) {
-		if key == UserConfigBinary || key == UserConfigFingerprint {
+		if key == UserConfigBinary || key == UserConfigFingerprint || key == UserConfigConfigDigest {
 			continue
 		}
 		if !reflect.DeepEqual(haveUC[key], wantUC[key]) {

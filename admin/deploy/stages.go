@@ -41,7 +41,7 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 	for _, st := range stages {
 		single[st.FullName()] = true
 	}
-	functions, err := renderFunctions(ctx, set, stages, builder, opts.Services.SinkHosts(), id, opts.KubernetesSecret, epochs, single)
+	functions, err := renderFunctions(ctx, set, stages, builder, opts.Services.SinkHosts(), opts.Services.PulsarAdminURL, id, opts.KubernetesSecret, epochs, single)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/foldline/foldline/admin/backfill"
+	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/localrun"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/internal/benchreport"
@@ -47,6 +48,9 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 
 		opts := s.backfillOptions("user_activity", s.opts.Dir)
 		opts.Timeout = 60 * time.Minute
+		// Each run's old path stops at its switch, as before rollback
+		// graces: the next run is timed without it running alongside.
+		opts.Grace, opts.GraceSet = 0, true
 		prebuildChain(b, opts)
 		// Per-stage progress every 5 s, each line with the time since the
 		// backfill started: where the time goes.
@@ -110,6 +114,10 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		fusedSwitch, fusedTotal, fusedCPU, fusedMachine := fused("FOLDLINE_FUSED_CPUPROFILE")
 		b.Setenv(localrun.ChainEnv, "off")
 		separateSwitch, separateTotal, separateCPU, separateMachine := fused("")
+		b.Setenv(localrun.ChainEnv, "")
+		// Once more fused, its CLI killed (SIGKILL) once half the ledger
+		// is written, then run again: it resumes from the checkpoint.
+		killedRun, resumedRun := s.killedFusedRun(b, opts, int64(n/2))
 
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "events\twhat\ttime\tevents/s\tvs reader\t\n")
@@ -123,6 +131,8 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		row("fused backfill, start to switch", fusedSwitch)
 		row("fused backfill, start to done", fusedTotal)
 		row("fused, one process per function", separateSwitch)
+		row("fused, killed at half: the resumed run, to switch", resumedRun)
+		row("fused, killed at half: both runs, to switch", killedRun+resumedRun)
 		tw.Flush()
 		printCPU(cpu, total, machine)
 		printCPU(fusedCPU, fusedTotal, fusedMachine)
@@ -138,12 +148,45 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 			seconds("fused backfill, start to switch", fusedSwitch).Aiming(backfillAim),
 			seconds("fused backfill, start to done", fusedTotal),
 			seconds("fused, one process per function", separateSwitch),
+			seconds("fused, killed at half: the resumed run, to switch", resumedRun).Against("fused backfill, start to switch", fusedSwitch.Seconds()),
+			seconds("fused, killed at half: both runs, to switch", killedRun+resumedRun).Against("fused backfill, start to switch", fusedSwitch.Seconds()),
 		); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(toSwitch.Seconds()/readTime.Seconds(), "backfill/read")
 		b.ReportMetric(float64(n)/toSwitch.Seconds(), "events/s")
 	}
+}
+
+// killedFusedRun runs a fused backfill of user_activity with the CLI
+// (foldline backfill in a process of its own), kills it (SIGKILL) once its
+// checkpoint covers at least events ledger events, waits until its
+// heartbeat has stopped (not timed), and runs the backfill again, which
+// resumes from the checkpoint. It returns the time from the first start to
+// the kill and the time from the second start to the switch.
+func (s *shop) killedFusedRun(b *testing.B, opts backfill.Options, events int64) (killed, resumed time.Duration) {
+	b.Helper()
+	start := time.Now()
+	cli := s.startBackfillCLI(b, "user_activity", s.opts.Dir, "--engine", "fused", "--grace", "0s", "--checkpoint", "500ms")
+	rec := s.killAtCheckpoint(b, cli, "user_activity", events)
+	killed = time.Since(start)
+	fmt.Fprintf(os.Stderr, "killed foldline backfill after %s with %d ledger events written\n", killed.Round(10*time.Millisecond), rec.Fused.Events)
+	store := backfillrecord.Store{CQL: s.session, Keyspace: s.keyspace}
+	testenv.WaitFor(b, time.Minute, "the killed run's heartbeat stopped", func() bool {
+		r, err := store.Unfinished(b.Context(), "user_activity")
+		return err == nil && r != nil && r.FusedStalled(time.Now())
+	})
+	opts.Engine = backfill.EngineFused
+	start = time.Now()
+	opts.ErrOut = &sinceWriter{w: os.Stderr, start: start}
+	res, err := backfill.Run(b.Context(), opts, false)
+	if err != nil {
+		b.Fatalf("resuming the killed fused backfill: %v", err)
+	}
+	if res.Diff == nil || !res.Diff.Identical() {
+		b.Fatalf("the resumed fused replay differs: %v", res.Diff)
+	}
+	return killed, res.SwitchedAt.Sub(start)
 }
 
 // prebuildChain builds, before the clock, the binary the fused engine runs

@@ -140,10 +140,11 @@ func TestBackfillNewView(t *testing.T) {
 }
 
 // TestBackfillIdenticalReplay replays user_activity with its unchanged
-// transformation: the new table equals the old one, the view switches to
-// user_activity_v2, the old function and sink are retired while validate
-// (which feeds product_sales) stays, the new path carries live traffic,
-// and --activate rolls back.
+// transformation and no rollback grace (--grace 0): the new table equals
+// the old one, the view switches to user_activity_v2, the old function and
+// sink are retired at once while validate (which feeds product_sales)
+// stays, the new path carries live traffic, and --activate of the old
+// table is refused as stale unless --stale.
 func TestBackfillIdenticalReplay(t *testing.T) {
 	s := deployShop(t, "bfsame")
 	events := generate(t, 6000, 22)
@@ -152,6 +153,7 @@ func TestBackfillIdenticalReplay(t *testing.T) {
 
 	opts := s.backfillOptions("user_activity", s.opts.Dir)
 	opts.RequireIdentical = true
+	opts.Grace, opts.GraceSet = 0, true
 	res, err := backfill.Run(t.Context(), opts, false)
 	if err != nil {
 		t.Fatalf("backfilling user_activity: %v", err)
@@ -198,7 +200,12 @@ func TestBackfillIdenticalReplay(t *testing.T) {
 	s.ingest(t, events[5000:])
 	s.waitForFold(t, 2*time.Minute)
 
-	view, previous, err := views.Activate(t.Context(), views.Options{Command: s.opts.Command, Activate: "user_activity_v1"})
+	rollback := views.Options{Command: s.opts.Command, Activate: "user_activity_v1"}
+	if _, _, err := views.Activate(t.Context(), rollback); !errors.Is(err, views.ErrStale) || !strings.Contains(err.Error(), "foldline backfill user_activity") {
+		t.Fatalf("activating the retired user_activity_v1: %v, want ErrStale naming foldline backfill user_activity", err)
+	}
+	rollback.Stale = true
+	view, previous, err := views.Activate(t.Context(), rollback)
 	if err != nil || view != "user_activity" || previous != "user_activity_v2" {
 		t.Fatalf("activating user_activity_v1: view %s, previous %s, err %v", view, previous, err)
 	}

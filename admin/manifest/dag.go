@@ -213,8 +213,120 @@ func (s *Set) Graph() (*Graph, Problems) {
 			names[i] = st.Name
 		}
 		ps = append(ps, cycle[0].problem("inputs", "cycle: %s", strings.Join(append(names, names[0]), " → ")))
+	} else {
+		ps = append(ps, g.diamondProblems()...)
 	}
 	return g, ps
+}
+
+// diamondProblems reports every stage that one ledger event reaches by two
+// routes (a diamond: validate → purchases → summary and validate → summary),
+// where the routes meet: at a stage with two inputs that both carry the
+// ledger topic's events, or at an input written by two functions that both
+// do. Every output of an event carries the event's origin position, so
+// the second copy to reach a view's row has the position of one already
+// applied, and the sink drops it as a redelivery: the view loses one of the
+// two routes' operations. A stage downstream of the meeting point inherits
+// the duplicates and is not reported again. It needs g.Order complete (no
+// cycle).
+func (g *Graph) diamondProblems() Problems {
+	// routes[topic][ledger] counts the routes by which one event of ledger
+	// reaches topic: 1 for the ledger itself, the sum over its writers'
+	// inputs for another.
+	routes := map[string]map[string]int{}
+	for l := range g.Ledger {
+		routes[l] = map[string]int{l: 1}
+	}
+	carried := func(topic string) map[string]int {
+		if r, ok := routes[topic]; ok {
+			return r
+		}
+		return map[string]int{}
+	}
+	var ps Problems
+	for _, st := range g.Order {
+		in := map[string]int{}
+		for _, topic := range st.Inputs {
+			for l, n := range carried(topic) {
+				in[l] += n
+			}
+		}
+		for _, l := range slices.Sorted(maps.Keys(in)) {
+			if in[l] < 2 {
+				continue
+			}
+			if p, ok := g.diamondAt(st, l, carried); ok {
+				ps = append(ps, p)
+			}
+		}
+		if st.Output == "" {
+			continue
+		}
+		out := routes[st.Output]
+		if out == nil {
+			out = map[string]int{}
+			routes[st.Output] = out
+		}
+		for l, n := range in {
+			out[l] += n
+		}
+	}
+	return ps
+}
+
+// diamondAt describes the meeting at st of two routes of ledger's events,
+// if they meet there: two of its inputs carry them, or one input written by
+// two stages that both carry them. ok is false when st only inherits a
+// meeting upstream.
+func (g *Graph) diamondAt(st *Stage, ledger string, carried func(string) map[string]int) (Problem, bool) {
+	var carrying []int
+	for i, topic := range st.Inputs {
+		if carried(topic)[ledger] > 0 {
+			carrying = append(carrying, i)
+		}
+	}
+	const why = "each output of an event carries the event's origin position, so the second to reach a view's row looks like a redelivery of the first and the sink drops it: the view loses one route's operations. Join the routes in one function upstream (one input per event), or read the ledger once"
+	field := func(i int) string {
+		if st.Kind == StageSink {
+			return "input"
+		}
+		return fmt.Sprintf("inputs[%d]", i)
+	}
+	if len(carrying) >= 2 {
+		i, j := carrying[0], carrying[1]
+		return st.problem(field(j), "diamond: one event of %s reaches %s by two inputs, %s (%s) and %s (%s); %s",
+			ledger, st.Name, st.Inputs[i], g.route(st.Inputs[i]), st.Inputs[j], g.route(st.Inputs[j]), why), true
+	}
+	if len(carrying) == 1 && st.Kind == StageFunction { // a sink's two writers are a problem of their own
+		i := carrying[0]
+		var writers []string
+		for _, w := range g.Writers[st.Inputs[i]] {
+			for _, topic := range w.Inputs {
+				if carried(topic)[ledger] > 0 {
+					writers = append(writers, w.Name)
+					break
+				}
+			}
+		}
+		if len(writers) >= 2 {
+			return st.problem(field(i), "diamond: one event of %s reaches %s twice through %s, which %s all write from it; %s",
+				ledger, st.Name, st.Inputs[i], strings.Join(writers, ", "), why), true
+		}
+	}
+	return Problem{}, false
+}
+
+// route says where a topic's events come from: the ledger, or the stages
+// that write it.
+func (g *Graph) route(topic string) string {
+	if g.Ledger[topic] {
+		return "the ledger"
+	}
+	names := make([]string, 0, len(g.Writers[topic]))
+	for _, w := range g.Writers[topic] {
+		names = append(names, "written by "+w.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // subscriptionType is the subscription the runtime takes for the stage:

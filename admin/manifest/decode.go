@@ -157,6 +157,10 @@ func (d *decoder) decode(node *yaml.Node, v reflect.Value, path string) {
 	if node.Kind == yaml.ScalarNode && node.Tag == "!!null" {
 		return // absent and null mean the same: the zero value
 	}
+	if _, ok := textUnmarshaler(v); ok && v.Kind() == reflect.Struct {
+		d.decodeScalar(node, v, path) // a struct that reads itself from text (Duration)
+		return
+	}
 	switch v.Kind() {
 	case reflect.Pointer:
 		elem := reflect.New(v.Type().Elem())

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/foldline/foldline/functions/pf"
 )
@@ -46,7 +47,23 @@ func (g *Graph) PathTo(view string) []*Stage {
 // subscriptions and topics of its copy of a view's path: the new table's
 // name, so that every version has its own and a shared stage (one that
 // feeds other views too) runs once more without touching the live DAG.
-func ForkSuffix(table string) string { return "-bf-" + table }
+func ForkSuffix(table string) string { return forkMark + table }
+
+// forkMark starts ForkSuffix.
+const forkMark = "-bf-"
+
+// UnforkedName is the name a backfill's copy of a function copies: name
+// without its ForkSuffix; a name without one is returned as it is.
+func UnforkedName(name string) string {
+	if i := strings.LastIndex(name, forkMark); i > 0 {
+		return name[:i]
+	}
+	return name
+}
+
+// UnforkedTopic is UnforkedName for a topic: the manifests' topic a
+// backfill's copy of a topic copies.
+func UnforkedTopic(topic string) string { return UnforkedName(topic) }
 
 // ForkPath copies path (from PathTo) for a backfill into table version
 // version of its view: every function gets a new name, subscription and

@@ -159,6 +159,14 @@ type View struct {
 	// Go: the loader adds the function that folds them (see From). Absent:
 	// a pipeline function writes the view's operations.
 	From *From `yaml:"from"`
+	// RollbackGrace is how long the previous table version keeps following
+	// the ledger after a backfill (or views --activate) switches the view
+	// away from it, so that activating it again (a rollback) gives an
+	// up-to-date table at once; past it, its functions are retired at the
+	// next deploy, backfill or foldline views gc, and the table stays as
+	// it was. Default 24h (DefaultRollbackGrace); 0 retires them at the
+	// switch.
+	RollbackGrace Duration `yaml:"rollbackGrace"`
 	// Sink is the function that applies the view's operations.
 	Sink Sink `yaml:"sink"`
 

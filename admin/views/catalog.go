@@ -138,6 +138,10 @@ type Description struct {
 	// Lineage is the view's sink and, upstream, every stage back to the
 	// ledger, from the manifests.
 	Lineage LineageStep `json:"lineage"`
+	// History is each table version's history from the registry, newest
+	// version first: the code that built it, the code changed under it in
+	// place and where, the switches of readers.
+	History []VersionHistory `json:"history"`
 }
 
 // ErrUnknownView is the error for a view the manifests do not declare.
@@ -173,6 +177,13 @@ func Describe(ctx context.Context, opts Options, view string) (*Description, err
 			d.Rows = *vs.Rows
 		}
 		d.NewestEvent, d.AgeSeconds, d.LastApplied, d.Backlog, d.Error = vs.NewestEvent, vs.AgeSeconds, vs.LastApplied, vs.Backlog, vs.Error
+	}
+	tables := make([]string, len(d.Versions))
+	for i, ver := range d.Versions {
+		tables[i] = ver.Table
+	}
+	if d.History, err = readHistory(ctx, opts.Command, v.Keyspace, v.Name, tables); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -211,6 +222,7 @@ func (d *Description) Write(w io.Writer, now time.Time) {
 	if d.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", textcap.Line(d.Error))
 	}
+	writeHistory(w, d.History)
 	fmt.Fprintln(w, "\nlineage (from the manifests), the view first:")
 	writeLineage(w, d.Lineage, "  ")
 }

@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/gocql/gocql"
 	"github.com/spf13/cobra"
@@ -43,6 +45,14 @@ type Options struct {
 	// Search, when set, lists only the views whose name or catalog
 	// (description, owner, tags, columns) holds it, ignoring case.
 	Search string
+	// Stale lets Activate make active a version whose functions were
+	// retired (it no longer follows the ledger).
+	Stale bool
+	// Grace is how long the version Activate switches away from keeps
+	// following the ledger (GraceSet false: the view manifest's
+	// rollbackGrace, else manifest.DefaultRollbackGrace).
+	Grace    time.Duration
+	GraceSet bool
 }
 
 // View is one view's line of output.
@@ -96,6 +106,7 @@ active one), rows and versions. --activate TABLE switches its view to it (a roll
 				}
 				fmt.Fprintf(opts.ErrOut, "dropped %s (a version of view %s)\n", opts.Drop, view)
 			}
+			opts.GraceSet = cmd.Flags().Changed("grace")
 			if opts.Activate != "" {
 				view, previous, err := Activate(cmd.Context(), opts)
 				if err != nil {
@@ -126,10 +137,12 @@ active one), rows and versions. --activate TABLE switches its view to it (a roll
 		},
 	}
 	opts.Target.Register(cmd.Flags())
-	cmd.Flags().StringVar(&opts.Activate, "activate", "", "make TABLE its view's active table (rollback after a backfill; the table is no longer fed once its functions were retired)")
+	cmd.Flags().StringVar(&opts.Activate, "activate", "", "make TABLE its view's active table (a rollback after a backfill: up to date while in the rollback grace; refused once its functions were retired, unless --stale)")
+	cmd.Flags().BoolVar(&opts.Stale, "stale", false, "with --activate: activate a version whose functions were retired, as it is (it follows the ledger no more)")
+	cmd.Flags().DurationVar(&opts.Grace, "grace", manifest.DefaultRollbackGrace, "with --activate: how long the version switched away from keeps following the ledger (default: the view's rollbackGrace, else 24h)")
 	cmd.Flags().StringVar(&opts.Drop, "drop", "", "drop TABLE, a version of a view that readers do not use (a snapshot, a retired version), and forget it")
 	cmd.Flags().StringVar(&opts.Search, "search", "", "list only the views whose name, description, owner, tags or columns hold WORD")
-	cmd.AddCommand(newDescribeCommand())
+	cmd.AddCommand(newDescribeCommand(), newGCCommand())
 	return cmd
 }
 
@@ -144,7 +157,10 @@ func abbreviate(s string, n int) string {
 
 // Activate switches the view that owns opts.Activate to that table in one
 // registry write, and returns the view and the table active before. A table
-// a running backfill is building is refused.
+// a running backfill is building is refused, and so is a retired one whose
+// functions were retired (it follows the ledger no more: ErrStale) unless
+// opts.Stale. The registry's history records the switch; the table
+// switched away from keeps following the ledger for the rollback grace.
 func Activate(ctx context.Context, opts Options) (view, previous string, err error) {
 	t, err := opts.find(ctx, opts.Activate)
 	if err != nil {
@@ -152,12 +168,91 @@ func Activate(ctx context.Context, opts Options) (view, previous string, err err
 	}
 	defer t.cql.Close()
 	view = t.entry.View
+	if t.version.State == registry.StateAborting {
+		return "", "", fmt.Errorf("activating %s.%s: foldline backfill --abort is removing it: %w: %w", t.keyspace, opts.Activate, ErrInUse, exitcode.ErrUsage)
+	}
 	if t.version.State == registry.StateBuilding {
 		return "", "", fmt.Errorf("activating %s.%s: a backfill of %s is still building it, readers would see it half full (it switches by itself once caught up: foldline backfill --watch %s): %w: %w",
 			t.keyspace, opts.Activate, view, view, ErrInUse, exitcode.ErrUsage)
 	}
+	history, err := registry.History(ctx, t.cql, t.keyspace, view)
+	if err != nil {
+		return "", "", err
+	}
+	if t.version.State == registry.StateRetired && t.entry.ActiveTable != opts.Activate && !opts.Stale {
+		if err := staleness(t.keyspace, view, opts.Activate, history[opts.Activate]); err != nil {
+			return "", "", err
+		}
+	}
 	previous, err = registry.Activate(ctx, t.cql, t.keyspace, view, opts.Activate)
+	if err != nil || previous == opts.Activate {
+		return view, previous, err
+	}
+	grace, err := opts.grace(view)
+	if err != nil {
+		return view, previous, err
+	}
+	if err := registry.Ensure(ctx, t.cql, t.keyspace); err != nil {
+		return view, previous, err
+	}
+	now := time.Now().UTC()
+	if err := registry.Record(ctx, t.cql, t.keyspace, view, opts.Activate, registry.Event{At: now, Kind: registry.EventActivated, By: "views --activate"}); err != nil {
+		return view, previous, err
+	}
+	if previous != "" {
+		err = registry.Record(ctx, t.cql, t.keyspace, view, previous, registry.Event{At: now, Kind: registry.EventDeactivated, By: "views --activate", Until: now.Add(grace)})
+	}
 	return view, previous, err
+}
+
+// ErrStale is the error for activating a version that no longer follows
+// the ledger.
+var ErrStale = errors.New("table is stale")
+
+// staleness refuses table, a retired version of view, when its history
+// says its functions were retired (or does not say they still run: it was
+// switched away from before Foldline recorded rollback graces).
+func staleness(keyspace, view, table string, events []registry.Event) error {
+	following, known := registry.Following(events)
+	if following {
+		return nil
+	}
+	why := "it was switched away from before Foldline recorded whether a version's functions keep running, and they were most likely retired then"
+	if known {
+		stopped := events[len(events)-1]
+		for _, ev := range slices.Backward(events) {
+			if ev.Kind == registry.EventStopped {
+				stopped = ev
+				break
+			}
+		}
+		why = fmt.Sprintf("its functions were retired at %s, when its rollback grace was over", stopped.At.UTC().Format(time.RFC3339))
+		if len(stopped.Positions) > 0 {
+			why += positionsLine(": it holds the view up to about ledger position ", stopped.Positions)
+		}
+	}
+	return fmt.Errorf("activating %s.%s: it is stale — %s, and it follows the ledger no more, so readers would get old rows. Rebuild the view from the whole ledger with foldline backfill %s (with the manifests of the code you want: it builds a new version and switches to it once caught up), or pass --stale to activate it as it is: %w: %w",
+		keyspace, table, why, view, ErrStale, exitcode.ErrUsage)
+}
+
+// grace is how long the version switched away from keeps following the
+// ledger: opts.Grace when set, else the view manifest's (when the
+// manifests are at hand), else the default.
+func (o Options) grace(view string) (time.Duration, error) {
+	if o.GraceSet {
+		return o.Grace, nil
+	}
+	if o.Target.Keyspace != "" {
+		return manifest.DefaultRollbackGrace, nil
+	}
+	set, err := o.Target.Load(o.Dir)
+	if err != nil {
+		return 0, err
+	}
+	if v, err := set.ViewByName(view); err == nil {
+		return v.Grace(), nil
+	}
+	return manifest.DefaultRollbackGrace, nil
 }
 
 // ErrInUse is the error for dropping a table that is active or being built,

@@ -14,10 +14,13 @@
 package envelope
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Message property names used by every stage.
@@ -287,6 +290,15 @@ func checkEpoch(epoch string) error {
 
 // CheckEpoch returns an error unless epoch is a valid ledger epoch.
 func CheckEpoch(epoch string) error { return checkEpoch(epoch) }
+
+// NewEpoch returns a fresh ledger epoch: the time and 32 random bits, so
+// that two incarnations of a topic never share one and a person can tell
+// which is newer.
+func NewEpoch(now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
 
 // Origin names the ledger event that caused a message.
 type Origin struct {

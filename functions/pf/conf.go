@@ -112,8 +112,12 @@ type instanceConf struct {
 	// Until bounds the ledger events processed (a replay as of a point).
 	Until cutoff
 	// LedgerEpochs gives ledger events without an epoch of their own the
-	// epoch of their topic (UserConfigLedgerEpochs).
+	// epoch of their topic (UserConfigLedgerEpochs), when AdminURL is "".
 	LedgerEpochs ledgerEpochs
+	// AdminURL is the Pulsar admin API, through which such events take the
+	// epoch of their topic from the topic itself (topicEpochs): the
+	// worker's pulsarWebServiceUrl, else UserConfigAdminURL.
+	AdminURL string
 	// OriginForm is how outputs carry their origin
 	// (UserConfigOriginProperty).
 	OriginForm originForm
@@ -133,6 +137,7 @@ func (c *instanceConf) FQFN() string { return c.Tenant + "/" + c.Namespace + "/"
 // reads. Unknown keys are ignored.
 type flatConf struct {
 	PulsarServiceURL               string            `json:"pulsarServiceURL"`
+	PulsarWebServiceURL            string            `json:"pulsarWebServiceUrl"`
 	InstanceID                     int               `json:"instanceID"`
 	FuncID                         string            `json:"funcID"`
 	FuncVersion                    string            `json:"funcVersion"`
@@ -207,6 +212,7 @@ func parseConf(raw []byte) (*instanceConf, error) {
 	}
 	c := &instanceConf{
 		ServiceURL:              flat.PulsarServiceURL,
+		AdminURL:                flat.PulsarWebServiceURL,
 		InstanceID:              flat.InstanceID,
 		FuncID:                  flat.FuncID,
 		FuncVersion:             flat.FuncVersion,
@@ -443,6 +449,11 @@ func (c *instanceConf) applyUserConfig(userJSON string) error {
 	}
 	if c.LedgerEpochs, err = parseLedgerEpochs(c.UserConfig); err != nil {
 		return err
+	}
+	if c.AdminURL == "" {
+		if err := userString(c.UserConfig, UserConfigAdminURL, &c.AdminURL); err != nil {
+			return err
+		}
 	}
 	if c.OriginForm, err = parseOriginForm(c.UserConfig); err != nil {
 		return err

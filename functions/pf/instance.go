@@ -102,7 +102,7 @@ func run(ctx context.Context, handler any, args []string) error {
 	inst := newInstance(conf, h, os.Stderr)
 	if local {
 		err = inst.runLocal(ctx, os.Stdin, os.Stdout)
-	} else {
+	} else if inst.epochs, err = newTopicEpochs(conf); err == nil {
 		err = inst.run(ctx)
 	}
 	return errors.Join(err, stopProfile())
@@ -147,6 +147,10 @@ type instance struct {
 	// spare holds, under the worker, the state of inputs that are over,
 	// for the next inputs to take (see input.recycle).
 	spare sync.Pool
+	// epochs gives ledger events without an epoch of their own their
+	// topic's: under the worker, read from the topic (topicEpochs) when
+	// the admin URL is known; else the deploy's (UserConfigLedgerEpochs).
+	epochs epochFinder
 }
 
 func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
@@ -160,6 +164,7 @@ func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
 		log:      slog.New(slog.NewTextHandler(stderr, nil)).With("function", conf.FQFN(), "instance", conf.InstanceID),
 
 		deadLetterLog: deadLetterLogLimit(),
+		epochs:        conf.LedgerEpochs,
 	}
 	inst.registry.MustRegister(&collector{s: inst.stats, labels: promLabels(conf)})
 	return inst
@@ -214,7 +219,17 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		}
 		autoAck = false
 	}
-	origin, err := originOf(msg, inst.conf.LedgerEpochs)
+	origin, err := originOf(ctx, msg, inst.epochs)
+	for attempt := 1; errors.Is(err, errEpochLookup); attempt++ {
+		// Never processed without its epoch: it waits, and the stage's
+		// status shows why.
+		inst.stats.recordException(sourceException, err)
+		inst.log.Warn("a ledger event without an epoch: its topic's epoch could not be read; trying again", "topic", msg.Topic(), "id", msg.ID().String(), "attempt", attempt, "error", err)
+		if waitErr := sleep(ctx, inst.backoff(attempt)); waitErr != nil {
+			return waitErr
+		}
+		origin, err = originOf(ctx, msg, inst.epochs)
+	}
 	in := inst.newInput()
 	in.fc, in.sess = FunctionContext{inst: inst, msg: msg, origin: origin, acks: acks}, inst.sess
 	in.ctx = handlerContext{Context: ctx, fc: &in.fc}

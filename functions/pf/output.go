@@ -51,8 +51,9 @@ type acker interface {
 // originOf returns the origin position an input message carries, or the
 // message's own topic and position when it carries none (a ledger event),
 // with the ledger epoch ingest stamped on it or, for an event some other
-// producer published, the one configured for its topic.
-func originOf(msg pulsar.Message, epochs ledgerEpochs) (envelope.Origin, error) {
+// producer published, the epoch epochs finds for its topic (its
+// incarnation's, see topicEpochs). A failure to find it is errEpochLookup.
+func originOf(ctx context.Context, msg pulsar.Message, epochs epochFinder) (envelope.Origin, error) {
 	props := msg.Properties()
 	origin, err := envelope.OriginFromProperties(props)
 	if !errors.Is(err, envelope.ErrNoOrigin) {
@@ -64,8 +65,10 @@ func originOf(msg pulsar.Message, epochs ledgerEpochs) (envelope.Origin, error) 
 		if err := envelope.CheckEpoch(epoch); err != nil {
 			return envelope.Origin{}, fmt.Errorf("reading property %s of a ledger event: %w", envelope.PropLedgerEpoch, err)
 		}
-	} else {
-		epoch = epochs.of(msg.Topic())
+	} else if epochs != nil {
+		if epoch, err = epochs.epochOf(ctx, msg.Topic(), id.LedgerID()); err != nil {
+			return envelope.Origin{}, err
+		}
 	}
 	return envelope.Origin{
 		Topic:    msg.Topic(),

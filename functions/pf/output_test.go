@@ -41,7 +41,7 @@ func TestOriginOf(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			msg := ledgerEvent("x", 4)
 			msg.props = tt.props
-			got, err := originOf(msg, nil)
+			got, err := originOf(context.Background(), msg, nil)
 			if tt.wantErr != "" {
 				_, envErr := envelope.OriginFromProperties(tt.props)
 				if err == nil || err.Error() != envErr.Error() || !strings.Contains(err.Error(), tt.wantErr) {
@@ -80,7 +80,7 @@ func TestOriginOfTakesTheConfiguredEpoch(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			msg := ledgerEvent("x", 4)
 			msg.topic, msg.props = tt.topic, tt.props
-			got, err := originOf(msg, epochs)
+			got, err := originOf(context.Background(), msg, epochs)
 			if err != nil || got.Position.Epoch != tt.wantEpoch {
 				t.Errorf("originOf = %v, %v; want epoch %q", got, err, tt.wantEpoch)
 			}

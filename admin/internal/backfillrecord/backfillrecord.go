@@ -113,6 +113,58 @@ type Record struct {
 	// 3339 publish time or a ledger position), "" for a backfill that
 	// follows the ledger and switches.
 	Until string `json:"until,omitempty"`
+	// Engine is how the copy catches up (fused or deployed; "" for a
+	// backfill recorded before engines were: deployed).
+	Engine string `json:"engine,omitempty"`
+	// Fused is the progress of a fused engine's run on the CLI's machine,
+	// for a fused backfill: another foldline backfill resumes it from its
+	// checkpoint when the run's heartbeat has stopped.
+	Fused *FusedProgress `json:"fused,omitempty"`
+
+	// raw is the record as it was last read or written (JSON), for Replace.
+	raw string
+}
+
+// FusedProgress is a fused run's checkpoint and heartbeat.
+type FusedProgress struct {
+	// Positions maps each ledger topic (a partition of a partitioned one)
+	// to the last event read whose view operations, and those of every
+	// event before it, the sink's applier confirmed written, and whose
+	// dead letters are published: a run resumes by reading its entry
+	// again (the sink skips what it applied).
+	Positions map[string]Position `json:"positions,omitempty"`
+	// Events counts the ledger events the checkpoint covers.
+	Events int64 `json:"events"`
+	// Heartbeat is when the run last wrote its checkpoint (every few
+	// seconds, with or without progress).
+	Heartbeat time.Time `json:"heartbeat"`
+	// Done says the run is over and the copy's ledger subscriptions start
+	// where it stopped.
+	Done bool `json:"done,omitempty"`
+	// Runs counts the runs: 1, and one more per resume.
+	Runs int `json:"runs"`
+	// Every is how often the run writes its heartbeat.
+	Every time.Duration `json:"every"`
+}
+
+// Position is a ledger event's position.
+type Position struct {
+	Ledger int64 `json:"ledger"`
+	Entry  int64 `json:"entry"`
+	Batch  int64 `json:"batch"`
+}
+
+// FusedUnfinished reports whether r is a fused backfill whose run on a
+// CLI's machine has not finished.
+func (r *Record) FusedUnfinished() bool {
+	return r.State == StateRunning && r.Engine == "fused" && r.Fused != nil && !r.Fused.Done
+}
+
+// FusedStalled reports whether r's fused run has not finished and missed
+// heartbeats for five of its intervals (at least two seconds): the CLI
+// that ran it died, and another may resume it.
+func (r *Record) FusedStalled(now time.Time) bool {
+	return r.FusedUnfinished() && now.Sub(r.Fused.Heartbeat) > max(5*r.Fused.Every, 2*time.Second)
 }
 
 // Unfinished reports whether the backfill still needs a --watch or an
@@ -167,7 +219,52 @@ func (s Store) Put(ctx context.Context, r *Record) error {
 	if !applied {
 		return fmt.Errorf("recording backfill of %s into %s: its record in %s.%s is gone (dropped by destroy --tables or --purge?)", r.View, r.Table, s.Keyspace, Table)
 	}
+	r.raw = string(data)
 	return nil
+}
+
+// Replace writes r only if the stored record is still the one r was last
+// read or written as (a compare-and-set of the whole record): a fused run
+// writes its checkpoints so, and so does the CLI that resumes it, so that
+// of two CLIs only one runs it, and a run whose record changed under it
+// (an abort, a resume by another CLI) learns it at its next checkpoint.
+func (s Store) Replace(ctx context.Context, r *Record) (bool, error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return false, fmt.Errorf("encoding backfill of %s: %w", r.View, err)
+	}
+	q := fmt.Sprintf(`UPDATE %s SET state = ?, record = ? WHERE view_name = ? AND table_name = ? IF record = ?`, cqlname.Table(s.Keyspace, Table))
+	applied, err := s.CQL.Query(q, r.State, string(data), r.View, r.Table, r.raw).WithContext(ctx).MapScanCAS(map[string]any{})
+	if err != nil {
+		return false, fmt.Errorf("recording backfill of %s into %s: %w", r.View, r.Table, err)
+	}
+	if applied {
+		r.raw = string(data)
+	}
+	return applied, nil
+}
+
+// Transition writes r, whose State is the new state, only if the record is
+// in state from at that moment (a lightweight transaction like Put); else
+// it writes nothing and returns the state the record has (a concurrent
+// --abort or --watch moved it).
+func (s Store) Transition(ctx context.Context, r *Record, from string) (applied bool, current string, err error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return false, "", fmt.Errorf("encoding backfill of %s: %w", r.View, err)
+	}
+	q := fmt.Sprintf(`UPDATE %s SET state = ?, record = ? WHERE view_name = ? AND table_name = ? IF state = ?`, cqlname.Table(s.Keyspace, Table))
+	existing := map[string]any{}
+	applied, err = s.CQL.Query(q, r.State, string(data), r.View, r.Table, from).WithContext(ctx).MapScanCAS(existing)
+	if err != nil {
+		return false, "", fmt.Errorf("recording backfill of %s into %s as %s: %w", r.View, r.Table, r.State, err)
+	}
+	if applied {
+		r.raw = string(data)
+		return true, r.State, nil
+	}
+	current, _ = existing["state"].(string)
+	return false, current, nil
 }
 
 // Claim records r, a running backfill about to deploy, only if no other
@@ -187,6 +284,7 @@ func (s Store) Claim(ctx context.Context, r *Record) (running *Record, err error
 	if err != nil || claimed != nil {
 		return claimed, err
 	}
+	r.raw = string(data)
 	// A serial read: it completes any claim still in flight before it
 	// reads, so a claim that has been made is seen.
 	records, err := s.list(ctx, r.View, true)
@@ -280,6 +378,7 @@ func (s Store) list(ctx context.Context, view string, serial bool) ([]*Record, e
 		if err := json.Unmarshal([]byte(data), &r); err != nil {
 			return nil, fmt.Errorf("decoding a backfill record of %s.%s: %w", s.Keyspace, Table, err)
 		}
+		r.raw = data
 		records = append(records, &r)
 	}
 	if err := iter.Close(); err != nil {

@@ -9,17 +9,19 @@
 // applied.
 //
 // The epoch is written once, when foldline deploy or foldline ingest
-// creates the topic (or, for a topic created before epochs existed, the
-// first time either finds it without one), and never changed. Deploy also
-// gives it to the stages that read the topic (the runtime's user config
-// ledgerEpochs), so that an event some other producer published, without
-// the property, still carries its epoch into every origin position.
+// creates the topic (or, for a topic created otherwise — by a producer, or
+// by a consumer reconnecting after the topic was deleted — the first time
+// either, or a function's runtime, finds it without one), and never
+// changed. An event some other producer published, without the property,
+// takes the epoch from the topic itself: the runtime of the stage that
+// reads it reads the topic's property (pf's adminServiceURL), once per
+// ledger, so that a topic created anew since the last deploy gives its
+// events its own epoch, never the one deploy configured (which stays the
+// runtime's fallback when it cannot reach the admin API's URL at all).
 package ledgerepoch
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -31,11 +33,7 @@ import (
 
 // New returns a fresh epoch: the creation time and 32 random bits, so that
 // two incarnations never share one and a person can tell which is newer.
-func New(now time.Time) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
-}
+func New(now time.Time) string { return envelope.NewEpoch(now) }
 
 // Properties returns the topic properties that create a ledger topic with
 // a fresh epoch.
@@ -69,12 +67,30 @@ func Write(ctx context.Context, topics admin.Topics, topic utils.TopicName, epoc
 }
 
 // Ensure returns the epoch of an existing ledger topic, giving it one if it
-// has none.
+// has none. The topic's property is read back after the write and that is
+// what it returns: another writer that found the topic without an epoch at
+// the same moment (a function's runtime, another ingest) may have written
+// its own, and the last write is the topic's.
 func Ensure(ctx context.Context, topics admin.Topics, topic utils.TopicName) (string, error) {
 	epoch, ok, err := Read(ctx, topics, topic)
 	if err != nil || ok {
 		return epoch, err
 	}
-	epoch = New(time.Now())
-	return epoch, Write(ctx, topics, topic, epoch)
+	if err := Write(ctx, topics, topic, New(time.Now())); err != nil {
+		return "", err
+	}
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-time.After(settle):
+	}
+	epoch, ok, err = Read(ctx, topics, topic)
+	if err == nil && !ok {
+		err = fmt.Errorf("reading back the epoch given to ledger topic %s: it has none", topic.String())
+	}
+	return epoch, err
 }
+
+// settle is how long Ensure waits between writing an epoch and reading it
+// back, as the functions' runtime does (pf's settleEpoch).
+const settle = time.Second

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"iter"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
@@ -24,6 +26,16 @@ import (
 // one the broker holds when reading starts (later ones are left), merged
 // in publish order, in batches of up to size events.
 func ReadLedger(ctx context.Context, client pulsar.Client, topics []string, size int) iter.Seq2[[]Message, error] {
+	return ReadLedgerFrom(ctx, client, topics, size, nil)
+}
+
+// Entry is a ledger entry's position: where a resumed read starts.
+type Entry struct{ Ledger, Entry int64 }
+
+// ReadLedgerFrom is ReadLedger from the entries of from (by topic, or by
+// partition of a partitioned topic) on, each included; a topic or
+// partition that from does not name is read from its first event.
+func ReadLedgerFrom(ctx context.Context, client pulsar.Client, topics []string, size int, from map[string]Entry) iter.Seq2[[]Message, error] {
 	return func(yield func([]Message, error) bool) {
 		type cursor struct {
 			r pulsar.Reader
@@ -57,8 +69,14 @@ func ReadLedger(ctx context.Context, client pulsar.Client, topics []string, size
 			c.next, c.has = FromPulsar(msg), true
 			return nil
 		}
-		for _, topic := range topics {
-			r, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReceiverQueueSize: 5000})
+		readFrom, err := startsOf(client, topics, from)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for _, start := range readFrom {
+			topic := start.topic
+			r, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: start.id, StartMessageIDInclusive: start.inclusive, ReceiverQueueSize: 5000})
 			if err != nil {
 				yield(nil, fmt.Errorf("reading ledger topic %s: %w", topic, err))
 				return
@@ -101,6 +119,48 @@ func ReadLedger(ctx context.Context, client pulsar.Client, topics []string, size
 			yield(batch, nil)
 		}
 	}
+}
+
+// readStart is where to read one topic (or partition) from.
+type readStart struct {
+	topic     string
+	id        pulsar.MessageID
+	inclusive bool
+}
+
+// startsOf returns where to read each of topics from: the first event, or
+// for a topic (or the partitions of one) that from names, that entry, the
+// whole entry included (batch index 0), each partition of a partitioned
+// topic on its own reader.
+func startsOf(client pulsar.Client, topics []string, from map[string]Entry) ([]readStart, error) {
+	var out []readStart
+	for _, topic := range topics {
+		partitioned := false
+		for name := range from {
+			partitioned = partitioned || strings.HasPrefix(name, topic+"-partition-")
+		}
+		names := []string{topic}
+		if partitioned {
+			var err error
+			if names, err = client.TopicPartitions(topic); err != nil {
+				return nil, fmt.Errorf("listing the partitions of ledger topic %s: %w", topic, err)
+			}
+		}
+		for _, name := range names {
+			start := readStart{topic: name, id: pulsar.EarliestMessageID()}
+			if e, ok := from[name]; ok {
+				partition := int32(-1)
+				if _, n, found := strings.Cut(name, "-partition-"); found {
+					if p, err := strconv.Atoi(n); err == nil {
+						partition = int32(p)
+					}
+				}
+				start.id, start.inclusive = pulsar.NewMessageID(e.Ledger, e.Entry, 0, partition), true
+			}
+			out = append(out, start)
+		}
+	}
+	return out, nil
 }
 
 // FromPulsar is a ledger event as a local input.

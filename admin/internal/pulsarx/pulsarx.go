@@ -140,13 +140,36 @@ func Subscription(ctx context.Context, c *Clients, topic, sub string) (stats uti
 // broker stores them) topic holds, over all its partitions; a topic that
 // does not exist holds none. Subscription backlogs count the same unit.
 func Entries(ctx context.Context, c *Clients, topic string) (int64, error) {
+	var total int64
+	err := eachPartition(ctx, c, topic, func(_ string, stats utils.PersistentTopicInternalStats) {
+		total += stats.NumberOfEntries
+	})
+	return total, err
+}
+
+// LastEntries returns the last entry (ledger:entry, as the broker has
+// confirmed it) of topic, or of each of its partitions, by topic name; a
+// topic that does not exist, or an empty one, has none.
+func LastEntries(ctx context.Context, c *Clients, topic string) (map[string]string, error) {
+	out := map[string]string{}
+	err := eachPartition(ctx, c, topic, func(name string, stats utils.PersistentTopicInternalStats) {
+		if stats.NumberOfEntries > 0 && stats.LastConfirmedEntry != "" {
+			out[name] = stats.LastConfirmedEntry
+		}
+	})
+	return out, err
+}
+
+// eachPartition calls f with the internal stats of topic, or of each of
+// its partitions; a topic (or partition) that does not exist is skipped.
+func eachPartition(ctx context.Context, c *Clients, topic string, f func(name string, stats utils.PersistentTopicInternalStats)) error {
 	tn, err := utils.GetTopicName(topic)
 	if err != nil {
-		return 0, fmt.Errorf("naming topic %s: %w", topic, err)
+		return fmt.Errorf("naming topic %s: %w", topic, err)
 	}
 	meta, err := c.Admin.Topics().GetMetadataWithContext(ctx, *tn)
 	if err != nil && !IsNotFound(err) {
-		return 0, fmt.Errorf("reading partitions of topic %s: %w", topic, err)
+		return fmt.Errorf("reading partitions of topic %s: %w", topic, err)
 	}
 	names := []string{topic}
 	if err == nil && meta.Partitions > 0 {
@@ -155,22 +178,21 @@ func Entries(ctx context.Context, c *Clients, topic string) (int64, error) {
 			names = append(names, fmt.Sprintf("%s-partition-%d", topic, i))
 		}
 	}
-	var total int64
 	for _, name := range names {
 		ptn, err := utils.GetTopicName(name)
 		if err != nil {
-			return 0, fmt.Errorf("naming topic %s: %w", name, err)
+			return fmt.Errorf("naming topic %s: %w", name, err)
 		}
 		stats, err := c.Admin.Topics().GetInternalStatsWithContext(ctx, *ptn)
 		switch {
 		case IsNotFound(err):
 		case err != nil:
-			return 0, fmt.Errorf("reading internal stats of topic %s: %w", name, err)
+			return fmt.Errorf("reading internal stats of topic %s: %w", name, err)
 		default:
-			total += stats.NumberOfEntries
+			f(name, stats)
 		}
 	}
-	return total, nil
+	return nil
 }
 
 // NewClient connects a Pulsar client to svc with the client library's

@@ -32,6 +32,10 @@ const (
 	// StateSnapshot: the view as it was at a point of the ledger (a replay,
 	// foldline backfill --until); complete, and follows nothing.
 	StateSnapshot = "snapshot"
+	// StateAborting: a version a backfill was building, which foldline
+	// backfill --abort is removing: it can no longer be switched to
+	// (MarkAborting, Switch).
+	StateAborting = "aborting"
 )
 
 // Version is one table version of a view.
@@ -63,10 +67,14 @@ func CreateCQL(keyspace string) string {
   PRIMARY KEY ((view_name), table_name))`, cqlname.Table(keyspace, Table))
 }
 
-// Ensure creates the registry table when absent.
+// Ensure creates the registry table and its history (HistoryTable) when
+// absent.
 func Ensure(ctx context.Context, s *gocql.Session, keyspace string) error {
 	if err := s.Query(CreateCQL(keyspace)).WithContext(ctx).Exec(); err != nil {
 		return fmt.Errorf("creating view registry %s.%s: %w", keyspace, Table, err)
+	}
+	if err := s.Query(HistoryCQL(keyspace)).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("creating view history %s.%s: %w", keyspace, HistoryTable, err)
 	}
 	return nil
 }
@@ -162,7 +170,7 @@ func Remove(ctx context.Context, s *gocql.Session, keyspace, view string) error 
 	if err := s.Query(q, view).WithContext(ctx).Exec(); err != nil {
 		return fmt.Errorf("removing view %s from the registry: %w", view, err)
 	}
-	return nil
+	return forgetHistory(ctx, s, keyspace, view, "")
 }
 
 // RegisterBuilding records table as a version of view in state building,
@@ -188,14 +196,19 @@ func RegisterBuilding(ctx context.Context, s *gocql.Session, keyspace, view, tab
 
 // MarkSnapshot records table, a version of view that a replay has filled
 // as of a point of the ledger, as a snapshot. The active table is not
-// touched.
+// touched. Only a table in state building (or a snapshot already) becomes
+// one: a compare-and-set serialized with MarkAborting's.
 func MarkSnapshot(ctx context.Context, s *gocql.Session, keyspace, view, table string) error {
-	q := fmt.Sprintf(`UPDATE %s SET state = ? WHERE view_name = ? AND table_name = ? IF EXISTS`, cqlname.Table(keyspace, Table))
-	applied, err := s.Query(q, StateSnapshot, view, table).WithContext(ctx).ScanCAS()
+	q := fmt.Sprintf(`UPDATE %s SET state = ? WHERE view_name = ? AND table_name = ? IF state IN (?, ?)`, cqlname.Table(keyspace, Table))
+	current := map[string]any{}
+	applied, err := s.Query(q, StateSnapshot, view, table, StateBuilding, StateSnapshot).WithContext(ctx).MapScanCAS(current)
 	if err != nil {
 		return fmt.Errorf("registering table %s of view %s as a snapshot: %w", table, view, err)
 	}
 	if !applied {
+		if state, _ := current["state"].(string); state == StateAborting {
+			return fmt.Errorf("registering table %s of view %s as a snapshot: %w", table, view, ErrAborting)
+		}
 		return fmt.Errorf("registering table %s of view %s as a snapshot: %w", table, view, ErrUnknownTable)
 	}
 	return nil
@@ -203,6 +216,93 @@ func MarkSnapshot(ctx context.Context, s *gocql.Session, keyspace, view, table s
 
 // ErrUnknownTable is the error for a table the registry does not list.
 var ErrUnknownTable = errors.New("table not registered")
+
+// ErrAborting is the error for switching to a table whose backfill is being
+// aborted.
+var ErrAborting = errors.New("its backfill is being aborted")
+
+// Switch is a backfill's switch of view to table, the version it built:
+// Activate, but only from state building, as one lightweight transaction
+// on the view's partition. MarkAborting takes the table out of building in
+// the same way, so of a switch and an abort racing each other exactly one
+// wins: either the view reads the table and the abort is refused
+// (ErrActiveTable) before it removes anything, or the abort marked it first
+// and the switch is refused (ErrAborting) — never a view reading a table
+// whose functions the abort is deleting. Switching to the table already
+// active changes nothing (a switch completed again).
+func Switch(ctx context.Context, s *gocql.Session, keyspace, view, table string) (string, error) {
+	entry, err := Get(ctx, s, keyspace, view)
+	if err != nil {
+		return "", err
+	}
+	if entry.ActiveTable == table {
+		return table, nil
+	}
+	b := s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
+	b.Query(fmt.Sprintf(`UPDATE %s SET active_table = ?, state = ? WHERE view_name = ? AND table_name = ? IF state = ?`, cqlname.Table(keyspace, Table)),
+		table, StateActive, view, table, StateBuilding)
+	if entry.ActiveTable != "" {
+		b.Query(fmt.Sprintf(`UPDATE %s SET state = ? WHERE view_name = ? AND table_name = ?`, cqlname.Table(keyspace, Table)),
+			StateRetired, view, entry.ActiveTable)
+	}
+	applied, iter, err := s.ExecuteBatchCAS(b)
+	if iter != nil {
+		_ = iter.Close()
+	}
+	if err != nil {
+		return "", fmt.Errorf("switching view %s to table %s: %w", view, table, err)
+	}
+	if applied {
+		return entry.ActiveTable, nil
+	}
+	now, err := Get(ctx, s, keyspace, view)
+	if err != nil {
+		return "", err
+	}
+	if now.ActiveTable == table {
+		return entry.ActiveTable, nil // switched meanwhile, by another watch
+	}
+	for _, v := range now.Versions {
+		if v.Table == table {
+			if v.State == StateAborting {
+				return "", fmt.Errorf("switching view %s to table %s: %w", view, table, ErrAborting)
+			}
+			return "", fmt.Errorf("switching view %s to table %s: it is %s, not building", view, table, v.State)
+		}
+	}
+	return "", fmt.Errorf("switching view %s to %s.%s (removed meanwhile): %w", view, keyspace, table, ErrUnknownTable)
+}
+
+// MarkAborting takes table, a version of view a backfill was building, out
+// of building before the backfill's functions are removed, as a
+// lightweight transaction that Switch's serializes with: a table the view
+// reads by then is refused with ErrActiveTable. A table already aborting
+// (an abort that stopped half-way) or no longer registered (a start that
+// failed before registering it) is no refusal.
+func MarkAborting(ctx context.Context, s *gocql.Session, keyspace, view, table string) error {
+	q := fmt.Sprintf(`UPDATE %s SET state = ? WHERE view_name = ? AND table_name = ? IF state = ?`, cqlname.Table(keyspace, Table))
+	current := map[string]any{}
+	applied, err := s.Query(q, StateAborting, view, table, StateBuilding).WithContext(ctx).MapScanCAS(current)
+	if err != nil {
+		return fmt.Errorf("marking table %s of view %s as aborting: %w", table, view, err)
+	}
+	if applied {
+		return nil
+	}
+	entry, err := Get(ctx, s, keyspace, view)
+	if err != nil {
+		return err
+	}
+	if entry.ActiveTable == table {
+		return fmt.Errorf("aborting table %s of view %s: %w", table, view, ErrActiveTable)
+	}
+	for _, v := range entry.Versions {
+		if v.Table == table && v.State != StateAborting {
+			return fmt.Errorf("aborting table %s of view %s: it is %s, not building", table, view, v.State)
+		}
+	}
+	return nil
+}
 
 // Activate makes table the view's active table and retires the one active
 // before, in one batch on the view's partition: atomic and isolated, so a
@@ -303,7 +403,7 @@ func forget(ctx context.Context, s *gocql.Session, keyspace, view, table string)
 			return fmt.Errorf("removing table %s of view %s from the registry (activated meanwhile): %w", table, view, ErrActiveTable)
 		}
 	}
-	return nil
+	return forgetHistory(ctx, s, keyspace, view, table)
 }
 
 // Drop forgets table, a version of view, and drops it. The registry is read

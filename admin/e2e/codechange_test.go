@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/foldline/foldline/admin/deploy"
+	"github.com/foldline/foldline/admin/ingest"
+	"github.com/foldline/foldline/admin/internal/registry"
+	"github.com/foldline/foldline/admin/views"
+)
+
+// ordersByUnits is a changed product-sales stage (testdata/ordersbyunits:
+// orders count units).
+const ordersByUnits = "github.com/foldline/foldline/admin/e2e/testdata/ordersbyunits"
+
+// TestDeployNeverChangesAViewsCodeSilently deploys the shop, then the
+// manifests with product-sales' binary changed: plan names the change and
+// the table it would make inexact, deploy refuses it and changes nothing,
+// deploy --in-place updates the function and the registry records, for
+// product_sales_v1, the code that built it and the in-place change with the
+// ledger position where it took effect, which views describe shows; a plan
+// afterwards has nothing more to say.
+func TestDeployNeverChangesAViewsCodeSilently(t *testing.T) {
+	s := deployShop(t, "code")
+	s.ingest(t, generate(t, 1000, 31))
+	s.waitForFold(t, 3*time.Minute)
+	ctx := t.Context()
+
+	opts := s.opts
+	opts.Dir = manifestsWithBinary(t, "product-sales", ordersByUnits)
+	plan, err := deploy.MakePlan(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	plan.Write(&text, false)
+	t.Logf("plan:\n%s", text.String())
+	const sentence = "product-sales's binary changed: product_sales_v1 would no longer equal the fold of the ledger under the new code"
+	if len(plan.CodeChanges) != 1 || plan.CodeChanges[0].Sentence() != sentence || !plan.CodeChanges[0].InPlace || !strings.Contains(text.String(), sentence) {
+		t.Fatalf("plan's code changes %+v; want one, in place: %q", plan.CodeChanges, sentence)
+	}
+
+	binary := func() string {
+		conf, err := mustClients(t, s.svc).Functions.GetFunctionWithContext(ctx, s.tenant, pipelineNS, "product-sales")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conf.UserConfig[deploy.UserConfigBinary].(string)
+	}
+	before := binary()
+	res, err := deploy.Deploy(ctx, opts)
+	if !errors.Is(err, deploy.ErrCodeChange) || !strings.Contains(err.Error(), "foldline backfill product_sales") {
+		t.Fatalf("deploy of a changed binary: %v, want ErrCodeChange naming foldline backfill product_sales", err)
+	}
+	if len(res.Applied) != 0 || binary() != before {
+		t.Fatalf("a refused deploy applied %d changes (binary %s, was %s)", len(res.Applied), binary(), before)
+	}
+
+	ledger := ingest.DefaultTopic(s.tenant)
+	opts.InPlace = true
+	if _, err := deploy.Deploy(ctx, opts); err != nil {
+		t.Fatalf("deploy --in-place: %v", err)
+	}
+	if binary() == before {
+		t.Fatal("deploy --in-place left the old binary")
+	}
+	history, err := registry.History(ctx, s.session, s.keyspace, "product_sales")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := history["product_sales_v1"]
+	if len(events) != 2 || events[0].Kind != registry.EventBuilt || events[1].Kind != registry.EventInPlace {
+		t.Fatalf("history of product_sales_v1: %+v; want built, then in-place", events)
+	}
+	change := events[1]
+	if len(change.Stages) != 1 || change.Stages[0].Stage != "product-sales" || change.Stages[0].Binary == before || change.By != "deploy --in-place" {
+		t.Errorf("the in-place change records %+v by %q, want product-sales's new binary by deploy --in-place", change.Stages, change.By)
+	}
+	if change.Positions[ledger] == "" {
+		t.Errorf("the in-place change records positions %v, want the last entry of %s", change.Positions, ledger)
+	}
+	others, err := registry.History(ctx, s.session, s.keyspace, "user_activity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other := others["user_activity_v1"]; len(other) != 1 || other[0].Kind != registry.EventBuilt {
+		t.Errorf("history of user_activity_v1: %+v; want it built, and nothing in place (product-sales does not feed it)", other)
+	}
+
+	d, err := views.Describe(ctx, views.Options{Command: opts.Command}, "product_sales")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.History) != 1 || d.History[0].InPlaceChanges != 1 {
+		t.Errorf("describe's history %+v, want product_sales_v1 with 1 in-place change", d.History)
+	}
+	text.Reset()
+	d.Write(&text, time.Now())
+	if !strings.Contains(text.String(), "code changed in place by deploy --in-place after ledger position "+ledger+" "+change.Positions[ledger]) {
+		t.Errorf("describe:\n%s\nwant the in-place change at %s", text.String(), change.Positions[ledger])
+	}
+
+	again, err := deploy.MakePlan(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.CodeChanges) != 0 || len(again.Pending()) != 0 {
+		t.Errorf("plan after deploy --in-place: code changes %+v, pending %+v; want none", again.CodeChanges, again.Pending())
+	}
+}

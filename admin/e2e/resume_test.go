@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/foldline/foldline/admin/backfill"
+	"github.com/foldline/foldline/admin/internal/backfillrecord"
+	"github.com/foldline/foldline/internal/testenv"
+)
+
+// helperArgsEnv carries the arguments of foldline backfill to the helper
+// process (TestHelperBackfillCommand), one per line.
+const helperArgsEnv = "FOLDLINE_E2E_BACKFILL_ARGS"
+
+// TestHelperBackfillCommand is not a test: it runs foldline backfill's
+// command with the arguments in helperArgsEnv, in a process of its own
+// that a test kills (startBackfillCLI).
+func TestHelperBackfillCommand(t *testing.T) {
+	args := os.Getenv(helperArgsEnv)
+	if args == "" {
+		t.Skip("a helper process of the tests that kill foldline backfill")
+	}
+	cmd := backfill.NewCommand()
+	cmd.SetArgs(strings.Split(args, "\n"))
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startBackfillCLI starts foldline backfill with args (after the view,
+// --tenant of s is added) in a process of its own: this test binary
+// running TestHelperBackfillCommand. Its output goes to the test's log.
+func (s *shop) startBackfillCLI(t testing.TB, args ...string) *exec.Cmd {
+	t.Helper()
+	args = append(args, "--tenant", s.tenant)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBackfillCommand$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperArgsEnv+"="+strings.Join(args, "\n"))
+	cmd.Stdout, cmd.Stderr = testenv.LogWriter{T: t}, testenv.LogWriter{T: t}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting foldline backfill: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// killAtCheckpoint waits until the fused run of the backfill of view has
+// written a checkpoint covering at least events ledger events, then kills
+// the CLI running it (SIGKILL), and returns the record as the kill left it.
+func (s *shop) killAtCheckpoint(t testing.TB, cmd *exec.Cmd, view string, events int64) *backfillrecord.Record {
+	t.Helper()
+	store := backfillrecord.Store{CQL: s.session, Keyspace: s.keyspace}
+	var rec *backfillrecord.Record
+	testenv.WaitFor(t, 5*time.Minute, "a checkpoint of the fused run", func() bool {
+		r, err := store.Unfinished(t.Context(), view)
+		if err != nil || r == nil || r.Fused == nil {
+			return false
+		}
+		rec = r
+		return r.Fused.Events >= events || r.Fused.Done
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatalf("killing foldline backfill: %v", err)
+	}
+	_ = cmd.Wait()
+	if rec.Fused.Done {
+		t.Fatalf("the fused run was done before it could be killed (%d events): make the ledger longer", rec.Fused.Events)
+	}
+	return rec
+}
+
+// TestFusedBackfillSurvivesItsOperator kills foldline backfill (SIGKILL)
+// while its fused run is half-way through the ledger, ingests more events,
+// and runs foldline backfill again: it resumes the run from the checkpoint
+// (the record counts two runs, and the resumed one starts from the events
+// the first confirmed written), deploys the copy, switches, and the new
+// table equals the fold of the whole ledger. Before, the record stayed
+// running with no way on but --abort.
+func TestFusedBackfillSurvivesItsOperator(t *testing.T) {
+	s := deployShop(t, "resume")
+	events := generate(t, testenv.EnvInt(t, "FOLDLINE_RESUME_EVENTS", 150_000), 25)
+	s.ingest(t, events)
+	s.waitForFold(t, 10*time.Minute)
+
+	cli := s.startBackfillCLI(t, "user_activity", s.opts.Dir, "--engine", "fused", "--checkpoint", "200ms", "--grace", "0s")
+	killed := s.killAtCheckpoint(t, cli, "user_activity", int64(len(events)/4))
+	t.Logf("killed with %d of %d ledger events confirmed written", killed.Fused.Events, len(events))
+
+	opts := s.backfillOptions("user_activity", s.opts.Dir)
+	if _, err := backfill.Run(t.Context(), opts, false); err == nil {
+		t.Log("resumed at once: the heartbeat had stopped already")
+	} else if !strings.Contains(err.Error(), "resumes from the checkpoint") {
+		t.Fatalf("running foldline backfill again right after the kill: %v, want a refusal that says it will resume", err)
+	}
+	s.ingest(t, generate(t, 2000, 26))
+	store := backfillrecord.Store{CQL: s.session, Keyspace: s.keyspace}
+	testenv.WaitFor(t, time.Minute, "the killed run's heartbeat stopped", func() bool {
+		r, err := store.Unfinished(t.Context(), "user_activity")
+		return err == nil && r != nil && r.FusedStalled(time.Now())
+	})
+	opts.Grace, opts.GraceSet = 0, true
+	res, err := backfill.Run(t.Context(), opts, false)
+	if err != nil {
+		t.Fatalf("running foldline backfill again after the kill: %v", err)
+	}
+	if res.Table != killed.Table || res.State != backfill.StateSwitched {
+		t.Fatalf("result %+v, want %s switched", res, killed.Table)
+	}
+	rec, err := store.ByTable(t.Context(), "user_activity", res.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Fused == nil || rec.Fused.Runs != 2 || !rec.Fused.Done || rec.Fused.Events < killed.Fused.Events {
+		t.Errorf("the record's fused run %+v, want done in 2 runs, past the killed run's %d events", rec.Fused, killed.Fused.Events)
+	}
+	s.waitForFold(t, 5*time.Minute)
+}
