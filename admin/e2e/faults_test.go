@@ -122,8 +122,10 @@ func TestShopViewsIgnoreRepublishedOperations(t *testing.T) {
 		if !ok {
 			continue
 		}
-		if st.SinkTotals == nil || st.SinkTotals.Skipped < want {
-			t.Errorf("status of %s: sink totals %+v, want at least the %d republished operations skipped", st.Name, st.SinkTotals, want)
+		// A windowed view's sink drops a republished operation whose tile
+		// has expired since, rather than skip it as applied: counted too.
+		if st.SinkTotals == nil || st.SinkTotals.Skipped+st.SinkTotals.Expired < want {
+			t.Errorf("status of %s: sink totals %+v, want at least the %d republished operations skipped or expired", st.Name, st.SinkTotals, want)
 		}
 	}
 	for _, v := range report.Views {

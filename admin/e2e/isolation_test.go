@@ -68,7 +68,11 @@ func TestTenantIsolation(t *testing.T) {
 	})
 
 	t.Run("B's deployed functions carry B's credentials, not the superuser's", func(t *testing.T) {
-		requireRunsAs(t, svc, key, b.tenant, []string{"user_activity_v1-sink", "product_sales_v1-sink"})
+		var names []string
+		for _, sink := range sinks {
+			names = append(names, sink.name)
+		}
+		requireRunsAs(t, svc, key, b.tenant, names)
 	})
 
 	opts := asA.PulsarClientOptions()

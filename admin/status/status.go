@@ -106,6 +106,9 @@ type SinkTotals struct {
 	Skipped int64 `json:"skipped"`
 	// Rejected operations can never apply and went to the dead-letter topic.
 	Rejected int64 `json:"rejected"`
+	// Expired operations were dropped from a windowed view: their tile had
+	// expired (events older than its longest window and a hop).
+	Expired int64 `json:"expired,omitempty"`
 	// NewestEvent is the greatest event time among the operations
 	// Cassandra confirmed to the running instances since each started;
 	// zero when none has.
@@ -403,6 +406,7 @@ func sinkTotals(ctx context.Context, pulsar *pulsarx.Clients, st *manifest.Stage
 		t.Applied += int64(m[cassandra.MetricApplied])
 		t.Skipped += int64(m[cassandra.MetricSkipped])
 		t.Rejected += int64(m[cassandra.MetricRejected])
+		t.Expired += int64(m[cassandra.MetricExpired])
 		if newest := unixSeconds(m[cassandra.MetricNewestEventTime]); newest.After(t.NewestEvent) {
 			t.NewestEvent = newest
 		}
