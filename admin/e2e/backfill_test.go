@@ -268,7 +268,7 @@ func manifestsWithBinary(t *testing.T, function, binary string) string {
 }
 
 // TestBackfillChangedTransformationWithLiveTraffic backfills product_sales
-// with a changed product-sales stage (testdata/ordersbyunits) while events
+// with a changed product-sales stage (functions/examples/testdata/ordersbyunits) while events
 // keep arriving and the old table keeps answering reads: --require-identical
 // refuses the switch (the tables differ, as they must), the backfill keeps
 // running, a later --watch switches it, and the new table equals the fold of
@@ -279,7 +279,7 @@ func TestBackfillChangedTransformationWithLiveTraffic(t *testing.T) {
 	s.ingest(t, events[:4000])
 	s.waitForFold(t, 3*time.Minute)
 
-	dir := manifestsWithBinary(t, "product-sales", "github.com/foldline/foldline/admin/e2e/testdata/ordersbyunits")
+	dir := manifestsWithBinary(t, "product-sales", "github.com/foldline/foldline/functions/examples/testdata/ordersbyunits")
 	opts := s.backfillOptions("product_sales", dir)
 	if _, err := backfill.Start(t.Context(), opts); err != nil {
 		t.Fatalf("starting the backfill: %v", err)

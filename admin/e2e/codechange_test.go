@@ -13,9 +13,9 @@ import (
 	"github.com/foldline/foldline/admin/views"
 )
 
-// ordersByUnits is a changed product-sales stage (testdata/ordersbyunits:
+// ordersByUnits is a changed product-sales stage (functions/examples/testdata/ordersbyunits:
 // orders count units).
-const ordersByUnits = "github.com/foldline/foldline/admin/e2e/testdata/ordersbyunits"
+const ordersByUnits = "github.com/foldline/foldline/functions/examples/testdata/ordersbyunits"
 
 // TestDeployNeverChangesAViewsCodeSilently deploys the shop, then the
 // manifests with product-sales' binary changed: plan names the change and

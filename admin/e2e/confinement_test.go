@@ -14,7 +14,7 @@ import (
 // TestLocalRunConfinesTheTenantsCode runs the shop's user_activity path on
 // this machine, as the fused backfill, foldline verify and foldline
 // training-set do, with user-activity replaced by a hostile stage
-// (testdata/snoop) that tries, for every event, to read a file anyone may
+// (functions/examples/testdata/snoop) that tries, for every event, to read a file anyone may
 // read, to reach the broker over TCP and multipath TCP and a named Unix
 // socket anyone may connect to, and counts the
 // variables of its environment besides the Go runtime's: each row it makes
@@ -46,7 +46,7 @@ func TestLocalRunConfinesTheTenantsCode(t *testing.T) {
 	t.Setenv("FOLDLINE_PULSAR_TOKEN", "a token the tenant's code must not see")
 
 	cmd := s.opts.Command
-	cmd.Dir = manifestsWithBinary(t, "user-activity", "github.com/foldline/foldline/admin/e2e/testdata/snoop")
+	cmd.Dir = manifestsWithBinary(t, "user-activity", "github.com/foldline/foldline/functions/examples/testdata/snoop")
 	job, err := localrun.Open(t.Context(), cmd, "user_activity", s.opts.CacheDir)
 	if err != nil {
 		t.Fatalf("opening the local run: %v", err)
@@ -71,5 +71,5 @@ func TestLocalRunConfinesTheTenantsCode(t *testing.T) {
 	t.Logf("%d events: %q", found[want], want)
 }
 
-// snoopSocket is testdata/snoop's Socket.
+// snoopSocket is functions/examples/testdata/snoop's Socket.
 const snoopSocket = "/tmp/foldline-e2e-snoop.sock"
