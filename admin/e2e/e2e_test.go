@@ -122,13 +122,15 @@ func (s *shop) pulsarAdmin(t testing.TB) pulsaradmin.Client {
 // generate makes n shop events (with malformed lines) from seed, their
 // event times spread over the nine days up to now: the windowed views'
 // 1-day and 7-day windows hold some of them, and the oldest are past every
-// window (their tiles expired, the sink drops them).
+// window (their tiles expired, the sink drops them). Each time moves by up
+// to an interval either way, so that some events come after later ones.
 func generate(t testing.TB, n int, seed uint64) [][]byte {
 	t.Helper()
 	var buf bytes.Buffer
 	span := 9 * 24 * time.Hour
+	interval := span / time.Duration(n)
 	if _, err := gen.Generate(&buf, gen.Options{Events: n, Users: 300, SKUs: 40, Seed: seed, Malformed: 0.01,
-		End: time.Now().UTC().Truncate(time.Second), Interval: span / time.Duration(n)}); err != nil {
+		End: time.Now().UTC().Truncate(time.Second), Interval: interval, Jitter: interval}); err != nil {
 		t.Fatalf("generating events: %v", err)
 	}
 	return bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n"))
