@@ -133,6 +133,8 @@ type instance struct {
 	// skipped holds the topics whose subscription skipRest moved past a
 	// replay's cutoff.
 	skipped map[string]bool
+	// local is set for a local run (LocalFlag or a chain): see RunsLocally.
+	local bool
 	// untimed leaves the handler's calls untimed: a local run has no
 	// metrics to report them in, and two clock reads per input cost
 	// about 3 % of a chain's CPU.
@@ -488,7 +490,7 @@ func (in *input) sendDone(err error) {
 // whose session has ended is left unacknowledged, to come again after the
 // one that failed.
 func (in *input) finish(err error) {
-	inst, acks, msg := in.fc.inst, in.fc.acks, in.fc.msg
+	inst := in.fc.inst
 	defer inst.inFlight.Done()
 	if err != nil {
 		if !errors.Is(err, errSessionEnded) {
@@ -503,6 +505,36 @@ func (in *input) finish(err error) {
 		}
 		return
 	}
+	if in.ack && in.sess.isEnded() {
+		return
+	}
+	if settle := in.fc.settle; settle != nil {
+		// The handler acknowledges the input's effect first (AfterSent):
+		// the input stays in flight until it is done.
+		inst.inFlight.Add(1)
+		var once sync.Once
+		settle(func(err error) {
+			once.Do(func() {
+				defer inst.inFlight.Done()
+				if err != nil {
+					inst.stats.recordException(sinkException, fmt.Errorf("settling the input: %w", err))
+					if in.ack {
+						in.sess.end(err)
+					}
+					return
+				}
+				in.acknowledge()
+			})
+		})
+		return
+	}
+	in.acknowledge()
+}
+
+// acknowledge counts the input as processed (if a success) and
+// acknowledges it (if ack): its sends are over, and settled.
+func (in *input) acknowledge() {
+	inst, acks, msg := in.fc.inst, in.fc.acks, in.fc.msg
 	if in.ack && in.sess.isEnded() {
 		return
 	}
@@ -523,6 +555,7 @@ func (inst *instance) invoke(in *input) ([]Record, error) {
 	fc := &in.fc
 	fc.published = fc.published[:0]
 	fc.deferral = nil
+	fc.settle = nil
 	var start time.Duration
 	if !inst.untimed {
 		start = inst.stats.now()
