@@ -565,6 +565,11 @@ func (e *env) finish(ctx context.Context, opts Options, rec *backfillrecord.Reco
 	if res.Retired, err = deploy.DeleteStages(ctx, e.pulsar, retire, opts.ErrOut); err != nil {
 		return nil, fmt.Errorf("retiring the old functions of %s (foldline backfill --watch %s completes the switch): %w", rec.View, rec.View, err)
 	}
+	dropped, err := deploy.DropStateTables(ctx, e.cql, ks, retire, opts.ErrOut)
+	res.Retired = append(res.Retired, dropped...)
+	if err != nil {
+		return nil, fmt.Errorf("retiring the old functions of %s (foldline backfill --watch %s completes the switch): %w", rec.View, rec.View, err)
+	}
 	if res.Retired == nil {
 		res.Retired = []string{}
 	}
@@ -824,7 +829,13 @@ func (e *env) abort(ctx context.Context, opts Options) (*backfillrecord.Record, 
 // first) and the topics it created (outputs, dead letters), and returns
 // what it deleted.
 func (e *env) removeStages(ctx context.Context, opts Options, rec *backfillrecord.Record) ([]string, error) {
-	deleted, err := deploy.DeleteStages(ctx, e.pulsar, backfillrecord.StagesOf(rec.Stages), opts.ErrOut)
+	stages := backfillrecord.StagesOf(rec.Stages)
+	deleted, err := deploy.DeleteStages(ctx, e.pulsar, stages, opts.ErrOut)
+	if err != nil {
+		return deleted, err
+	}
+	dropped, err := deploy.DropStateTables(ctx, e.cql, e.set.Tenant.Keyspace, stages, opts.ErrOut)
+	deleted = append(deleted, dropped...)
 	if err != nil {
 		return deleted, err
 	}

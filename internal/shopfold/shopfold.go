@@ -48,6 +48,9 @@ type Result struct {
 	Accepted int
 	// Rejected lists the 0-based numbers of the lines rejected, in order.
 	Rejected []int
+	// Duplicates lists the 0-based numbers of the lines a distinct fold
+	// (NewDistinctFolder) skipped as events seen before, in order.
+	Duplicates []int
 }
 
 // ErrRejected is matched by the error Add returns for an invalid event.
@@ -65,7 +68,13 @@ const (
 type Folder struct {
 	res  Result
 	line int
+	// seen holds, in a distinct fold, the events seen: user and id.
+	seen map[identity]bool
 }
+
+// identity is what makes an event the same event again: the user it is
+// about and its id.
+type identity struct{ user, id string }
 
 // NewFolder returns a folder with empty views.
 func NewFolder() *Folder {
@@ -75,13 +84,69 @@ func NewFolder() *Folder {
 	}}
 }
 
+// NewDistinctFolder returns a folder that folds each event once, as a
+// ledger with event ids does (the shop's tenant names id as its eventId):
+// a line with the user and id of an earlier line is skipped before it is
+// judged, whether that earlier line was valid or not. A line's user is its
+// "user" member when that is a string ("" otherwise); its id is its "id"
+// member, a string or a number as written. A line without such an id
+// (not a JSON object, no id, an id of another type) is never skipped.
+func NewDistinctFolder() *Folder {
+	f := NewFolder()
+	f.seen = map[identity]bool{}
+	return f
+}
+
 // Fold folds all lines from empty views.
 func Fold(lines [][]byte) Result {
-	f := NewFolder()
+	return foldWith(NewFolder(), lines)
+}
+
+// FoldDistinct folds all lines from empty views, each event once
+// (NewDistinctFolder).
+func FoldDistinct(lines [][]byte) Result {
+	return foldWith(NewDistinctFolder(), lines)
+}
+
+func foldWith(f *Folder, lines [][]byte) Result {
 	for _, l := range lines {
 		_ = f.Add(l) // a rejected line is recorded in Result.Rejected
 	}
 	return f.Result()
+}
+
+// ErrDuplicate is matched by the error Add returns for a line a distinct
+// fold skips.
+var ErrDuplicate = errors.New("event seen before")
+
+// duplicate reports whether a distinct fold has seen line's event, and
+// records it when not.
+func (f *Folder) duplicate(line []byte) bool {
+	if f.seen == nil {
+		return false
+	}
+	var ev map[string]json.RawMessage
+	if json.Unmarshal(line, &ev) != nil {
+		return false
+	}
+	var id identity
+	_ = json.Unmarshal(ev["user"], &id.user) // not a string: ""
+	raw := bytes.TrimSpace(ev["id"])
+	switch {
+	case len(raw) > 0 && raw[0] == '"':
+		if json.Unmarshal(raw, &id.id) != nil {
+			return false
+		}
+	case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
+		id.id = string(raw)
+	default:
+		return false
+	}
+	if f.seen[id] {
+		return true
+	}
+	f.seen[id] = true
+	return false
 }
 
 // Result returns the views so far. The maps are the folder's own: do not
@@ -93,6 +158,10 @@ func (f *Folder) Result() Result { return f.res }
 func (f *Folder) Add(line []byte) error {
 	n := f.line
 	f.line++
+	if f.duplicate(line) {
+		f.res.Duplicates = append(f.res.Duplicates, n)
+		return fmt.Errorf("line %d: %w", n+1, ErrDuplicate)
+	}
 	if err := f.add(line); err != nil {
 		f.res.Rejected = append(f.res.Rejected, n)
 		return fmt.Errorf("line %d: %w: %w", n+1, ErrRejected, err)
