@@ -21,8 +21,8 @@ import (
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
-	"github.com/foldline/foldline/functions/keyed/cqlstate"
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/keyed/cqlstate"
 	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
