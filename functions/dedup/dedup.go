@@ -76,7 +76,7 @@ func (s *Stage) Configure(userConfig map[string]any) (transform.Processor, error
 		}
 		field = text
 	}
-	return New(field), nil
+	return New(field).Stateful, nil
 }
 
 // decoder reads an event's id from field; it never fails: an event

@@ -60,6 +60,9 @@ func TestDistinct(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if _, again := p.(transform.Configurable); again {
+				t.Fatal("Configure returned a transformation to configure again")
+			}
 			kp := p.(transform.KeyedProcessor)
 			store := keyed.New(keyed.NewMemory(), kp.StateCodec(), keyed.Options{Inline: true})
 			var got []string

@@ -140,7 +140,12 @@ func configuredHandler(c transform.Configurable) func(context.Context, []byte) (
 				return
 			}
 			var p transform.Processor
-			if p, err = c.Configure(fc.GetUserConfMap()); err != nil {
+			if p, err = c.Configure(fc.GetUserConfMap()); err == nil {
+				if _, again := p.(transform.Configurable); again {
+					err = errors.New("Configure returned a transformation to configure again")
+				}
+			}
+			if err != nil {
 				err = fmt.Errorf("configuring the transformation: %w", err)
 				fc.Fail(err)
 				return
