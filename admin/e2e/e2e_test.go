@@ -295,12 +295,15 @@ func TestShopViewsEqualFold(t *testing.T) {
 		t.Fatal("the generated events hold no malformed line: nothing checks the dead letters")
 	}
 	dlq := "persistent://" + s.tenant + "/" + pipelineNS + "/validate-dlq"
+	// validate reads the ledger's distinct events (the dedup stage's output).
+	source := "persistent://" + s.tenant + "/" + pipelineNS + "/distinct"
 	letters := s.deadLetters(t, dlq, len(rejected), time.Minute)
 	for i, msg := range letters {
 		want := s.ledger[rejected[i]]
 		props := msg.Properties()
+		origin, err := envelope.OriginFromProperties(props)
 		if !bytes.Equal(msg.Payload(), want) || props[envelope.PropDeadLetterReason] == "" ||
-			props[envelope.PropDeadLetterSource] != ingest.DefaultTopic(s.tenant) || !envelope.HasOrigin(props) {
+			props[envelope.PropDeadLetterSource] != source || err != nil || origin.Topic != ingest.DefaultTopic(s.tenant) {
 			t.Errorf("dead letter %d: %q with properties %v; want line %d, %q, with its reason, source and origin", i, msg.Payload(), props, rejected[i]+1, want)
 		}
 	}
