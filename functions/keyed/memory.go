@@ -3,7 +3,11 @@ package keyed
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"sync"
+
+	"github.com/foldline/foldline/functions/envelope"
 )
 
 // Memory is a Backend in memory: what a local run (verify, training sets,
@@ -54,4 +58,52 @@ func JSON[S any]() Codec {
 			return s, err
 		},
 	}
+}
+
+// Snapshots returns every key's snapshot, by key.
+func (m *Memory) Snapshots() map[string]Snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.snaps)
+}
+
+// snapshotJSON is a Snapshot as EncodeSnapshot writes it.
+type snapshotJSON struct {
+	State     *string           `json:"state"`
+	Positions map[string]string `json:"positions"`
+	Applied   int64             `json:"applied"`
+}
+
+// EncodeSnapshot writes a snapshot as JSON: how a local run hands its
+// states to the process that saves them (a fused backfill).
+func EncodeSnapshot(snap Snapshot) ([]byte, error) {
+	j := snapshotJSON{Positions: make(map[string]string, len(snap.Positions)), Applied: snap.Applied}
+	if snap.State != nil {
+		s := string(snap.State)
+		j.State = &s
+	}
+	for topic, p := range snap.Positions {
+		j.Positions[topic] = p.String()
+	}
+	return json.Marshal(j)
+}
+
+// DecodeSnapshot reads what EncodeSnapshot wrote.
+func DecodeSnapshot(data []byte) (Snapshot, error) {
+	var j snapshotJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return Snapshot{}, fmt.Errorf("decoding a state snapshot: %w", err)
+	}
+	snap := Snapshot{Applied: j.Applied, Positions: make(map[string]envelope.Position, len(j.Positions))}
+	if j.State != nil {
+		snap.State = []byte(*j.State)
+	}
+	for topic, text := range j.Positions {
+		p, err := envelope.ParsePosition(text)
+		if err != nil {
+			return Snapshot{}, fmt.Errorf("decoding a state snapshot: %w", err)
+		}
+		snap.Positions[topic] = p
+	}
+	return snap, nil
 }

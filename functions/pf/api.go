@@ -128,6 +128,34 @@ func AfterSent(ctx context.Context, settle func(done func(error))) (ok bool) {
 	return true
 }
 
+// Exporting what a local run's functions hold once their input has ended:
+// the driver (Foldline's fused backfill) sends one more input, a marker with
+// the property PropExportStates, through the path. A local instance does not
+// hand it to its handler: it sends what its exporter (SetExporter) gives to
+// StatesTopic, each record with the function's name in PropStatesFunction,
+// and passes the marker on to its output topic, for the next function.
+const (
+	PropExportStates   = "foldline.local.export-states"
+	StatesTopic        = "foldline.local.states"
+	PropStatesFunction = "foldline.local.states-function"
+)
+
+// SetExporter registers, for a local run, what the instance of the handler
+// that got ctx exports when the driver asks (see PropExportStates): a
+// stateful transformation's keyed states, which a fused backfill writes
+// into the state table of the copy it deploys from there. Under the worker
+// it does nothing; ok is false when ctx is not a handler's.
+func SetExporter(ctx context.Context, export func() ([]Record, error)) (ok bool) {
+	fc, ok := unlent(ctx)
+	if !ok {
+		return false
+	}
+	if fc.inst.local {
+		fc.inst.exporter = export
+	}
+	return true
+}
+
 // RunsLocally reports whether the handler that got ctx runs locally
 // (LocalFlag, or a chain: see StartChain) rather than under the functions
 // worker: its inputs then come from the driver, from the ledger's first

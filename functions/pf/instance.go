@@ -135,6 +135,8 @@ type instance struct {
 	skipped map[string]bool
 	// local is set for a local run (LocalFlag or a chain): see RunsLocally.
 	local bool
+	// exporter is what a local run exports (SetExporter), nil for none.
+	exporter func() ([]Record, error)
 	// untimed leaves the handler's calls untimed: a local run has no
 	// metrics to report them in, and two clock reads per input cost
 	// about 3 % of a chain's CPU.
@@ -220,6 +222,15 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		}
 		return nil
 	}
+	if inst.local && err == nil && msg.Properties()[PropExportStates] != "" {
+		in.fc.finished = true
+		records, exportErr := inst.export(msg)
+		if exportErr != nil {
+			return exportErr
+		}
+		inst.sendOutputs(in, autoAck, records)
+		return nil
+	}
 	var records []Record
 	attempts := 0
 	if err != nil {
@@ -254,6 +265,28 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		inst.sendOutputs(in, autoAck, records)
 	}
 	return nil
+}
+
+// export returns what the instance sends for the driver's export marker
+// msg: its exporter's records to StatesTopic, each naming the function,
+// then the marker for its output topic. An exporter's error ends the run.
+func (inst *instance) export(msg pulsar.Message) ([]Record, error) {
+	var records []Record
+	if inst.exporter != nil {
+		exported, err := inst.exporter()
+		if err != nil {
+			return nil, fmt.Errorf("exporting the states of %s: %w", inst.conf.FQFN(), err)
+		}
+		for _, r := range exported {
+			r.Topic = StatesTopic
+			r.Properties = map[string]string{PropStatesFunction: inst.conf.Name}
+			records = append(records, r)
+		}
+	}
+	if inst.conf.OutputTopic != "" {
+		records = append(records, Record{Payload: msg.Payload()})
+	}
+	return records, nil
 }
 
 // newInput returns a new input's state.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,8 +60,12 @@ func (s *keyedRun) open(ctx context.Context) (*keyed.Store, error) {
 	s.once.Do(func() {
 		if pf.RunsLocally(ctx) {
 			// A local run folds the ledger from its first event: every
-			// state starts empty, and no key is ever read back.
-			s.store = keyed.New(keyed.NewMemory(), s.p.StateCodec(), keyed.Options{Inline: true, CacheKeys: keyed.Unlimited})
+			// state starts empty, and no key is ever read back. Its
+			// states go to whoever asks at the end (a fused backfill,
+			// for the state table of the copy it deploys).
+			memory := keyed.NewMemory()
+			s.store = keyed.New(memory, s.p.StateCodec(), keyed.Options{Inline: true, CacheKeys: keyed.Unlimited})
+			pf.SetExporter(ctx, func() ([]pf.Record, error) { return exportStates(memory) })
 			return
 		}
 		fc, _ := pf.FromContext(ctx)
@@ -71,6 +77,21 @@ func (s *keyedRun) open(ctx context.Context) (*keyed.Store, error) {
 		}
 	})
 	return s.store, s.err
+}
+
+// exportStates returns every key's state in memory as a record keyed by
+// the key (keyed.EncodeSnapshot), in key order.
+func exportStates(memory *keyed.Memory) ([]pf.Record, error) {
+	snaps := memory.Snapshots()
+	records := make([]pf.Record, 0, len(snaps))
+	for _, key := range slices.Sorted(maps.Keys(snaps)) {
+		data, err := keyed.EncodeSnapshot(snaps[key])
+		if err != nil {
+			return nil, err
+		}
+		records = append(records, pf.Record{Key: key, Payload: data})
+	}
+	return records, nil
 }
 
 // ErrNoStateTable is returned by a stateful function deployed without its
