@@ -88,20 +88,27 @@ func decoder(field string) transform.Decoder[Event] {
 		if json.Unmarshal(payload, &fields) != nil {
 			return ev, nil
 		}
-		raw, ok := fields[field]
-		if !ok {
-			return ev, nil
-		}
-		var s string
-		var n json.Number
-		switch {
-		case json.Unmarshal(raw, &s) == nil:
-			ev.ID = s
-		case json.Unmarshal(raw, &n) == nil:
-			ev.ID = n.String()
-		}
+		ev.ID = IDOf(fields[field])
 		return ev, nil
 	}
+}
+
+// IDOf returns the id an event's id member holds: a string's value, or a
+// number as written; "" for anything else (missing, null, another type),
+// which no event is told apart by. Producers (package client) read ids
+// with it too, so that what they refuse as having no id is what this
+// stage would pass on unchecked.
+func IDOf(member json.RawMessage) string {
+	var s string
+	var n json.Number
+	switch {
+	case len(member) == 0:
+	case json.Unmarshal(member, &s) == nil:
+		return s
+	case json.Unmarshal(member, &n) == nil:
+		return n.String()
+	}
+	return ""
 }
 
 // distinct passes an event on the first time its id comes under its key.
