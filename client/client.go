@@ -20,6 +20,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/foldline/foldline/functions/dedup"
+	"github.com/foldline/foldline/functions/envelope/jsonwire"
 )
 
 // ErrNoID is matched by the error of publishing an event whose id field is
@@ -199,18 +201,31 @@ type EventFields struct {
 // Fields reads an event's id, key and time fields. An event that is not a
 // JSON object is ErrNotJSON.
 func Fields(event []byte, idField, keyField, timeField string) (EventFields, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(event, &fields); err != nil || fields == nil {
-		return EventFields{}, ErrNotJSON
+	var members [3]json.RawMessage
+	if !jsonwire.Members(event, []string{idField, keyField, timeField}, members[:]) {
+		// What the fast reader leaves to encoding/json, which decides.
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(event, &fields); err != nil || fields == nil {
+			return EventFields{}, ErrNotJSON
+		}
+		members = [3]json.RawMessage{fields[idField], fields[keyField], fields[timeField]}
 	}
 	var f EventFields
-	_ = json.Unmarshal(fields[keyField], &f.Key) // not a string: no key
-	var ts string
-	if json.Unmarshal(fields[timeField], &ts) == nil {
-		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
-			f.Time = t
+	f.ID = dedup.IDOf(members[0])
+	if s, ok := jsonwire.PlainString(members[1]); ok {
+		f.Key = s
+	} else {
+		_ = json.Unmarshal(members[1], &f.Key) // not a string: no key
+	}
+	if t, ok := jsonwire.Time(bytes.TrimSpace(members[2])); ok {
+		f.Time = t
+	} else {
+		var ts string
+		if json.Unmarshal(members[2], &ts) == nil {
+			if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+				f.Time = t
+			}
 		}
 	}
-	f.ID = dedup.IDOf(fields[idField])
 	return f, nil
 }

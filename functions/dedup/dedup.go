@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/foldline/foldline/functions/envelope/jsonwire"
 	"github.com/foldline/foldline/functions/transform"
 )
 
@@ -82,13 +83,18 @@ func (s *Stage) Configure(userConfig map[string]any) (transform.Processor, error
 // decoder reads an event's id from field; it never fails: an event
 // without a readable id passes on.
 func decoder(field string) transform.Decoder[Event] {
+	names := []string{field}
 	return func(payload []byte) (Event, error) {
 		ev := Event{Payload: payload}
-		var fields map[string]json.RawMessage
-		if json.Unmarshal(payload, &fields) != nil {
-			return ev, nil
+		var member [1]json.RawMessage
+		if !jsonwire.Members(payload, names, member[:]) {
+			var fields map[string]json.RawMessage
+			if json.Unmarshal(payload, &fields) != nil {
+				return ev, nil
+			}
+			member[0] = fields[field]
 		}
-		ev.ID = IDOf(fields[field])
+		ev.ID = IDOf(member[0])
 		return ev, nil
 	}
 }
@@ -99,6 +105,9 @@ func decoder(field string) transform.Decoder[Event] {
 // with it too, so that what they refuse as having no id is what this
 // stage would pass on unchecked.
 func IDOf(member json.RawMessage) string {
+	if s, ok := jsonwire.PlainString(member); ok {
+		return s
+	}
 	var s string
 	var n json.Number
 	switch {
