@@ -60,8 +60,8 @@ func TestDeployShopPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first deploy: %v", err)
 	}
-	if got := countKind(first.Applied, "function"); got != 7 {
-		t.Errorf("first deploy created %d functions, want 5 functions and 2 sinks", got)
+	if got := countKind(first.Applied, "function"); got != 10 {
+		t.Errorf("first deploy created %d functions, want 7 functions and 3 sinks", got)
 	}
 
 	second, err := deploy.Deploy(ctx, opts)
@@ -102,7 +102,7 @@ func TestDeployShopPipeline(t *testing.T) {
 	})
 
 	t.Run("scripts/stack status counts the tenant's instances", func(t *testing.T) {
-		checkStackStatus(t, tenant, 7)
+		checkStackStatus(t, tenant, 10)
 	})
 
 	t.Run("the origin's form follows the readers through an upgrade", func(t *testing.T) {
@@ -133,7 +133,7 @@ func TestDeployShopPipeline(t *testing.T) {
 		tables = append(tables, v.Keyspace+"."+v.Table)
 	}
 	keyspace := strings.ReplaceAll(tenant, "-", "_")
-	if want := []string{keyspace + ".product_sales_v1", keyspace + ".user_activity_v1"}; !slices.Equal(tables, want) {
+	if want := []string{keyspace + ".product_sales_v1", keyspace + ".sku_refunds_v1", keyspace + ".user_activity_v1"}; !slices.Equal(tables, want) {
 		t.Errorf("views' active tables %v, want %v", tables, want)
 	}
 
@@ -186,8 +186,8 @@ func TestDeployShopPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatalf("deploy after destroy: %v", err)
 	}
-	if got := countKind(again.Applied, "function"); got != 7 {
-		t.Errorf("deploy after destroy created %d functions, want 7", got)
+	if got := countKind(again.Applied, "function"); got != 10 {
+		t.Errorf("deploy after destroy created %d functions, want 10", got)
 	}
 
 	// --purge: nothing deploy made is left, the tenant's own login and
@@ -324,7 +324,7 @@ func checkOriginForms(t *testing.T, opts deploy.Options, tenant string) {
 		}
 		return conf.UserConfig[pf.UserConfigOriginProperty]
 	}
-	names := []string{"dedup", "validate", "user-activity", "purchases", "product-sales", "user_activity_v1-sink", "product_sales_v1-sink"}
+	names := []string{"dedup", "validate", "user-activity", "purchases", "product-sales", "orders", "sku-refunds", "user_activity_v1-sink", "product_sales_v1-sink", "sku_refunds_v1-sink"}
 	for _, name := range names {
 		if got := form(name); got != "single" {
 			t.Errorf("%s deployed with %s %v, want single", name, pf.UserConfigOriginProperty, got)

@@ -162,6 +162,9 @@ func (s *shop) views(t testing.TB) (shopfold.Result, error) {
 	if r.UserActivity, err = s.userActivity(userActivity); err != nil {
 		return r, err
 	}
+	if r.SkuRefunds, err = s.skuRefunds(); err != nil {
+		return r, err
+	}
 	iter := s.session.Query(`SELECT sku, units, revenue_cents, orders, fl_deleted FROM ` + s.keyspace + `.` + productSales).Iter()
 	var (
 		key     string
@@ -177,6 +180,31 @@ func (s *shop) views(t testing.TB) (shopfold.Result, error) {
 		return r, fmt.Errorf("reading product_sales: %w", err)
 	}
 	return r, nil
+}
+
+// skuRefunds reads the sku_refunds view's active table in the fold's shape,
+// skipping deleted rows; a tenant deployed without the view has none.
+func (s *shop) skuRefunds() (map[string]shopfold.SkuRefundsRow, error) {
+	table, err := s.activeTable("sku_refunds")
+	if err != nil {
+		return nil, nil // not deployed (a test's manifests without it): nothing to compare
+	}
+	rows := map[string]shopfold.SkuRefundsRow{}
+	iter := s.session.Query(`SELECT sku, refunds, refunded_cents, fl_deleted FROM ` + s.keyspace + `.` + table).Iter()
+	var (
+		key     string
+		row     shopfold.SkuRefundsRow
+		deleted bool
+	)
+	for iter.Scan(&key, &row.Refunds, &row.RefundedCents, &deleted) {
+		if !deleted {
+			rows[key] = row
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", table, err)
+	}
+	return rows, nil
 }
 
 // userActivity reads a table of the user_activity view in the fold's shape,
@@ -228,6 +256,9 @@ func diff(got, want shopfold.Result) string {
 	}
 	diffRows("user_activity", got.UserActivity, want.UserActivity, add)
 	diffRows("product_sales", got.ProductSales, want.ProductSales, add)
+	if got.SkuRefunds != nil { // a tenant without the view has nil
+		diffRows("sku_refunds", got.SkuRefunds, want.SkuRefunds, add)
+	}
 	return strings.Join(out, "\n")
 }
 
@@ -288,7 +319,19 @@ func (s *shop) waitForResult(t testing.TB, want shopfold.Result, timeout time.Du
 func TestShopViewsEqualFold(t *testing.T) {
 	s := deployShop(t, "fold")
 	s.ingest(t, generate(t, 5000, 11))
+	// A refund of an order no purchase precedes: sku_refunds leaves it out,
+	// and sku-refunds dead-letters it with the reason.
+	unknown := []byte(`{"id":"x-1","type":"refund","user":"u1","time":"2026-11-02T00:00:00Z","order":"no-such-order","amount_cents":100}`)
+	s.ingest(t, [][]byte{unknown})
 	s.waitForFold(t, 5*time.Minute)
+	if n := len(s.expected().UnknownOrders); n != 1 {
+		t.Fatalf("the fold has %d refunds of unknown orders, want the one published", n)
+	}
+	refundsDLQ := "persistent://" + s.tenant + "/" + pipelineNS + "/sku-refunds-dlq"
+	letter := s.deadLetters(t, refundsDLQ, 1, time.Minute)[0]
+	if reason := letter.Properties()[envelope.PropDeadLetterReason]; !bytes.Equal(letter.Payload(), unknown) || !strings.Contains(reason, `order "no-such-order": no purchase of the order precedes the refund`) {
+		t.Errorf("sku-refunds dead letter %q with reason %q, want the refund of the unknown order, saying so", letter.Payload(), reason)
+	}
 
 	rejected := s.expected().Rejected
 	if len(rejected) == 0 {

@@ -90,6 +90,7 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			// Reported with its consequences: the DAG is checked too, so the
 			// stages that read the old topic learn that nothing writes it.
 			want: []wantProblem{
+				{"functions/orders.yaml", "- persistent://shop/pipeline/valid", "inputs[0]", "nothing writes persistent://shop/pipeline/valid"},
 				{"functions/purchases.yaml", "- persistent://shop/pipeline/valid", "inputs[0]", "nothing writes persistent://shop/pipeline/valid"},
 				{"functions/user-activity.yaml", "- persistent://shop/pipeline/valid", "inputs[0]", "nothing writes persistent://shop/pipeline/valid"},
 				{"functions/validate.yaml", "output:", "output", "namespace elsewhere, which the tenant manifest"},
@@ -293,8 +294,8 @@ func TestGraphOrdersUpstreamFirst(t *testing.T) {
 	for i, st := range graph.Order {
 		position[st] = i
 	}
-	if len(graph.Order) != 7 {
-		t.Fatalf("%d stages, want the 5 functions and 2 sinks", len(graph.Order))
+	if len(graph.Order) != 10 {
+		t.Fatalf("%d stages, want the 7 functions and 3 sinks", len(graph.Order))
 	}
 	for _, st := range graph.Order {
 		for _, up := range graph.Upstream(st) {
@@ -377,7 +378,7 @@ func TestPartitionedDAGIsExact(t *testing.T) {
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	byOrigin := map[string]bool{"dedup": true, "validate": true, "purchases": true}
+	byOrigin := map[string]bool{"dedup": true, "validate": true, "purchases": true, "orders": true}
 	for _, st := range graph.Order {
 		if st.Kind == manifest.StageFunction && st.OutputPartitions != 4 {
 			t.Errorf("%s writes %s with %d partitions, want 4", st.Name, st.Output, st.OutputPartitions)

@@ -49,6 +49,7 @@ func TestLoadRefusesConsistencyThatCannotBeExact(t *testing.T) {
 				{tenant, "class: SimpleStrategy\n  replication_factor: \"1\"", "class: NetworkTopologyStrategy\n  dc1: \"2\"\n  dc2: \"2\""},
 				{ua, "    consistency: LOCAL_QUORUM", "    consistency: LOCAL_QUORUM\n    replication: {class: NetworkTopologyStrategy, dc1: \"2\", dc2: \"2\"}"},
 				{ps, "    consistency: LOCAL_QUORUM", "    consistency: QUORUM\n    replication: {class: NetworkTopologyStrategy, dc1: \"2\", dc2: \"2\"}"},
+				{"views/sku_refunds.yaml", "    consistency: LOCAL_QUORUM", "    consistency: QUORUM\n    replication: {class: NetworkTopologyStrategy, dc1: \"2\", dc2: \"2\"}"},
 			},
 			want: []wantProblem{{ua, "consistency: LOCAL_QUORUM", "sink.userConfig.consistency", "replicas in 2 data centres"}},
 		},

@@ -1,5 +1,8 @@
 // Package shopfold folds raw shop events (JSON lines, in ledger order)
-// straight into the rows that the shop views must hold. It is the
+// straight into the rows that the shop views must hold: user_activity,
+// product_sales, and sku_refunds (each valid refund against the sku of its
+// order's last valid purchase before it in the ledger; a refund of an order
+// with none is not counted, and listed). It is the
 // independent side of every check of the shop pipeline: it shares no code
 // with the transformations, the event parser or the merge rules, and does
 // its own validation from the rules in the shop package's documentation, so
@@ -38,12 +41,26 @@ type ProductSalesRow struct {
 	Orders       int64
 }
 
+// SkuRefundsRow is a row of view sku_refunds: the refunds of the orders
+// of a sku.
+type SkuRefundsRow struct {
+	Refunds       int64
+	RefundedCents int64
+}
+
 // Result is the state of the views after the lines folded so far.
 type Result struct {
 	// UserActivity is view user_activity by user.
 	UserActivity map[string]UserActivityRow
 	// ProductSales is view product_sales by sku.
 	ProductSales map[string]ProductSalesRow
+	// SkuRefunds is view sku_refunds by sku: each valid refund counts
+	// against the sku of the last valid purchase of its order before it.
+	SkuRefunds map[string]SkuRefundsRow
+	// UnknownOrders lists the 0-based numbers of the valid refunds whose
+	// order no valid purchase preceded, in order: sku_refunds has none of
+	// them.
+	UnknownOrders []int
 	// Accepted counts the valid events.
 	Accepted int
 	// Rejected lists the 0-based numbers of the lines rejected, in order.
@@ -68,6 +85,8 @@ const (
 type Folder struct {
 	res  Result
 	line int
+	// skuOf is each order's sku, as its last valid purchase gave it.
+	skuOf map[string]string
 	// seen holds, in a distinct fold, the events seen: user and id.
 	seen map[identity]bool
 }
@@ -81,7 +100,8 @@ func NewFolder() *Folder {
 	return &Folder{res: Result{
 		UserActivity: map[string]UserActivityRow{},
 		ProductSales: map[string]ProductSalesRow{},
-	}}
+		SkuRefunds:   map[string]SkuRefundsRow{},
+	}, skuOf: map[string]string{}}
 }
 
 // NewDistinctFolder returns a folder that folds each event once, as a
@@ -208,9 +228,10 @@ func (f *Folder) add(line []byte) error {
 			f.res.UserActivity[user] = seen(r, at)
 		}
 	case "purchase":
-		v.str("order")
+		order := v.str("order")
 		sku, qty, price := v.str("sku"), v.count("qty", maxQty), v.count("price_cents", maxPriceCents)
 		apply = func() {
+			f.skuOf[order] = sku
 			r := f.res.UserActivity[user]
 			r.Purchases++
 			r.SpentCents += qty * price
@@ -222,12 +243,21 @@ func (f *Folder) add(line []byte) error {
 			f.res.ProductSales[sku] = p
 		}
 	case "refund":
-		v.str("order")
+		order := v.str("order")
 		amount := v.count("amount_cents", maxAmountCents)
 		apply = func() {
 			r := f.res.UserActivity[user]
 			r.SpentCents -= amount
 			f.res.UserActivity[user] = seen(r, at)
+			sku, known := f.skuOf[order]
+			if !known {
+				f.res.UnknownOrders = append(f.res.UnknownOrders, f.line-1)
+				return
+			}
+			s := f.res.SkuRefunds[sku]
+			s.Refunds++
+			s.RefundedCents += amount
+			f.res.SkuRefunds[sku] = s
 		}
 	default:
 		if v.err == nil {

@@ -144,3 +144,24 @@ func TestFoldDistinct(t *testing.T) {
 		t.Errorf("Add of a duplicate: %v", err)
 	}
 }
+
+// TestFoldSkuRefunds checks the join of refunds with their orders'
+// purchases: the sku as of the refund, unknown orders listed.
+func TestFoldSkuRefunds(t *testing.T) {
+	got := shopfold.Fold(lines(`
+		{"id":"e-1","type":"refund","user":"u1","time":"2026-11-01T00:00:00Z","order":"o-1","amount_cents":5}
+		{"id":"e-2","type":"purchase","user":"u1","time":"2026-11-01T00:00:01Z","order":"o-1","sku":"a","qty":1,"price_cents":10}
+		{"id":"e-3","type":"refund","user":"u1","time":"2026-11-01T00:00:02Z","order":"o-1","amount_cents":7}
+		{"id":"e-4","type":"purchase","user":"u1","time":"2026-11-01T00:00:03Z","order":"o-1","sku":"b","qty":1,"price_cents":10}
+		{"id":"e-5","type":"refund","user":"u1","time":"2026-11-01T00:00:04Z","order":"o-1","amount_cents":3}
+		{"id":"e-6","type":"purchase","user":"u2","time":"2026-11-01T00:00:05Z","order":"o-2","sku":"c","qty":-1,"price_cents":10}
+		{"id":"e-7","type":"refund","user":"u2","time":"2026-11-01T00:00:06Z","order":"o-2","amount_cents":1}
+	`))
+	want := map[string]shopfold.SkuRefundsRow{"a": {Refunds: 1, RefundedCents: 7}, "b": {Refunds: 1, RefundedCents: 3}}
+	if !reflect.DeepEqual(got.SkuRefunds, want) {
+		t.Errorf("sku_refunds %+v, want %+v", got.SkuRefunds, want)
+	}
+	if !reflect.DeepEqual(got.UnknownOrders, []int{0, 6}) {
+		t.Errorf("unknown orders at lines %v, want [0 6] (before its purchase; after an invalid one)", got.UnknownOrders)
+	}
+}
