@@ -299,7 +299,7 @@ func (s *shop) waitForResult(t testing.TB, want shopfold.Result, timeout time.Du
 		got, err := s.views(t)
 		if err == nil {
 			if last = diff(got, want); last == "" {
-				t.Logf("views equal the fold of %d ledger events: %d users, %d skus", len(s.ledger), len(want.UserActivity), len(want.ProductSales))
+				t.Logf("views equal the fold of %d ledger events: %d users, %d skus sold, %d skus refunded", len(s.ledger), len(want.UserActivity), len(want.ProductSales), len(want.SkuRefunds))
 				return
 			}
 		} else {
