@@ -754,6 +754,9 @@ func (e *env) finish(ctx context.Context, opts Options, rec *backfillrecord.Reco
 	if err != nil {
 		return nil, fmt.Errorf("retiring the old functions of %s (foldline backfill --watch %s completes the switch): %w", rec.View, rec.View, err)
 	}
+	if res.Retired == nil {
+		res.Retired = []string{}
+	}
 	rec.State, rec.FinishedAt, rec.KeepOldUntil = backfillrecord.StateSwitched, time.Now().UTC(), time.Now().Add(opts.KeepOld).UTC()
 	if err := e.store.Put(ctx, rec); err != nil {
 		return nil, err
@@ -990,7 +993,13 @@ func (e *env) abort(ctx context.Context, opts Options) (*backfillrecord.Record, 
 // first) and the topics it created (outputs, dead letters), and returns
 // what it deleted.
 func (e *env) removeStages(ctx context.Context, opts Options, rec *backfillrecord.Record) ([]string, error) {
-	deleted, err := e.deleteStages(ctx, backfillrecord.StagesOf(rec.Stages), opts.ErrOut)
+	stages := backfillrecord.StagesOf(rec.Stages)
+	deleted, err := e.deleteStages(ctx, stages, opts.ErrOut)
+	if err != nil {
+		return deleted, err
+	}
+	dropped, err := deploy.DropStateTables(ctx, e.cql, e.set.Tenant.Keyspace, stages, opts.ErrOut)
+	deleted = append(deleted, dropped...)
 	if err != nil {
 		return deleted, err
 	}

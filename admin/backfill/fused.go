@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/keyed/cqlstate"
 	"github.com/foldline/foldline/functions/pf/localwire"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -151,8 +153,14 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	every := cmp.Or(opts.Checkpoint, defaultCheckpointEvery)
 	rec.Fused.Every = every
 	from := map[string]localrun.Entry{}
+	// A stateful stage's keyed state lives in the run's memory until the
+	// end (saveStates): a run resumed from a checkpoint would start it
+	// empty, so such a path starts over instead.
+	stateful := slices.ContainsFunc(forked, func(st *manifest.Stage) bool { return st.Stateful })
 	for topic, p := range rec.Fused.Positions {
-		from[topic] = localrun.Entry{Ledger: p.Ledger, Entry: p.Entry}
+		if !stateful {
+			from[topic] = localrun.Entry{Ledger: p.Ledger, Entry: p.Entry}
+		}
 	}
 	cp := newCheckpoints(rec.Fused.Positions, rec.Fused.Events)
 	if len(from) > 0 {
@@ -209,10 +217,13 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	}
 	mu.Unlock()
 	if err == nil {
-		err = letters.release(last)
+		err = letters.release(e.replayed(forked, last))
 	}
 	if err == nil {
 		err = letters.flush(ctx)
+	}
+	if err == nil {
+		err = e.saveStates(ctx, opts, forked, path)
 	}
 	if err == nil {
 		err = e.subscribeAfter(ctx, forked, last)
@@ -225,6 +236,79 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	}
 	fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d ledger events into %s.%s in %s; deploying the copy from there\n", e.view.Name, read, schema.Keyspace, schema.Table, time.Since(start).Round(100*time.Millisecond))
 	return read, nil
+}
+
+// replayed returns the entries of last (ledger topic → last event read)
+// that the deployed copy reads again and makes something of: those of
+// the topics read by a stateless function. A stateful reader recognises
+// the entry's events as folded (saveStates) and passes nothing on, so
+// the fused run's dead letters of that entry are the only ones.
+func (e *env) replayed(forked []*manifest.Stage, last map[string]localrun.Message) map[string]localrun.Message {
+	out := map[string]localrun.Message{}
+	for topic, m := range last {
+		for _, st := range forked {
+			if !st.Stateful && slices.ContainsFunc(st.Inputs, func(in string) bool {
+				return e.graph.Ledger[in] && (in == topic || isPartitionOf(topic, in))
+			}) {
+				out[topic] = m
+			}
+		}
+	}
+	return out
+}
+
+// saveStates writes the keyed states of the forked path's stateful
+// functions, as the local run left them, into the state tables of the
+// copies deployed next: they carry on from the last event read (whose
+// whole entry comes again, and which the states hold as folded already).
+func (e *env) saveStates(ctx context.Context, opts Options, forked []*manifest.Stage, path *localrun.Pipeline) error {
+	stateful := false
+	for _, st := range forked {
+		stateful = stateful || st.Stateful
+	}
+	if !stateful {
+		return nil
+	}
+	states, err := path.ExportStates()
+	if err != nil {
+		return err
+	}
+	ks := e.set.Tenant.Keyspace
+	for _, st := range forked {
+		if !st.Stateful {
+			continue
+		}
+		table := cqlstate.TableName(st.Name)
+		if err := cqlstate.Ensure(ctx, e.cql, ks, table); err != nil {
+			return err
+		}
+		backend := cqlstate.New(e.cql, ks, table)
+		keys := states[st.Name]
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			first error
+		)
+		slots := make(chan struct{}, 32)
+		for key, snap := range keys {
+			slots <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				if err := backend.Save(ctx, key, snap); err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if first != nil {
+			return fmt.Errorf("saving the states of %s into %s.%s: %w", st.Name, ks, table, first)
+		}
+		fmt.Fprintf(opts.ErrOut, "fused backfill of %s: the states of %d keys of %s saved into %s.%s\n", e.view.Name, len(keys), st.Name, ks, table)
+	}
+	return nil
 }
 
 // localBuilder returns the builder of the binaries a fused run starts on

@@ -106,8 +106,8 @@ func TestBackfillNewView(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading status: %v", err)
 	}
-	if len(report.Backfills) != 1 || report.Backfills[0].View != "product_sales" || len(report.Backfills[0].Stages) != 4 {
-		t.Fatalf("status shows backfills %+v, want product_sales's with 4 stages", report.Backfills)
+	if len(report.Backfills) != 1 || report.Backfills[0].View != "product_sales" || len(report.Backfills[0].Stages) != 5 {
+		t.Fatalf("status shows backfills %+v, want product_sales's with 5 stages (dedup the first)", report.Backfills)
 	}
 
 	// Live traffic and a crash of the backfill's first stage midway.

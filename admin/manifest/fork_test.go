@@ -43,7 +43,8 @@ func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
 		{
 			name: "shared validate gets its own copy and topic", view: "user_activity", version: 2,
 			want: []forkedStage{
-				{"validate-bf-user_activity_v2", "validate-bf-user_activity_v2", p + "valid-bf-user_activity_v2", p + "validate-dlq-bf-user_activity_v2", []string{"persistent://shop/ledger/events"}},
+				{"dedup-bf-user_activity_v2", "dedup-bf-user_activity_v2", p + "distinct-bf-user_activity_v2", p + "dedup-dlq-bf-user_activity_v2", []string{"persistent://shop/ledger/events"}},
+				{"validate-bf-user_activity_v2", "validate-bf-user_activity_v2", p + "valid-bf-user_activity_v2", p + "validate-dlq-bf-user_activity_v2", []string{p + "distinct-bf-user_activity_v2"}},
 				{"user-activity-bf-user_activity_v2", "user-activity-bf-user_activity_v2", p + "user-activity-ops-bf-user_activity_v2", p + "user-activity-dlq-bf-user_activity_v2", []string{p + "valid-bf-user_activity_v2"}},
 				{"user_activity_v2-sink", "user_activity_v2-sink", "", p + "user_activity-sink-dlq-bf-user_activity_v2", []string{p + "user-activity-ops-bf-user_activity_v2"}},
 			},
@@ -51,7 +52,8 @@ func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
 		{
 			name: "a longer path, version kept", view: "product_sales", version: 1,
 			want: []forkedStage{
-				{"validate-bf-product_sales_v1", "validate-bf-product_sales_v1", p + "valid-bf-product_sales_v1", p + "validate-dlq-bf-product_sales_v1", []string{"persistent://shop/ledger/events"}},
+				{"dedup-bf-product_sales_v1", "dedup-bf-product_sales_v1", p + "distinct-bf-product_sales_v1", p + "dedup-dlq-bf-product_sales_v1", []string{"persistent://shop/ledger/events"}},
+				{"validate-bf-product_sales_v1", "validate-bf-product_sales_v1", p + "valid-bf-product_sales_v1", p + "validate-dlq-bf-product_sales_v1", []string{p + "distinct-bf-product_sales_v1"}},
 				{"purchases-bf-product_sales_v1", "purchases-bf-product_sales_v1", p + "purchases-bf-product_sales_v1", p + "purchases-dlq-bf-product_sales_v1", []string{p + "valid-bf-product_sales_v1"}},
 				{"product-sales-bf-product_sales_v1", "product-sales-bf-product_sales_v1", p + "product-sales-ops-bf-product_sales_v1", p + "product-sales-dlq-bf-product_sales_v1", []string{p + "purchases-bf-product_sales_v1"}},
 				{"product_sales_v1-sink", "product_sales_v1-sink", "", p + "product_sales-sink-dlq-bf-product_sales_v1", []string{p + "product-sales-ops-bf-product_sales_v1"}},
