@@ -32,8 +32,16 @@ func TestImageContentRunsInAnEmptyRoot(t *testing.T) {
 		t.Fatalf("building the CLI: %v\n%s", err, out)
 	}
 	var log bytes.Buffer
-	if err := build.Run(t.Context(), build.Options{Dir: filepath.Join(repo, "manifests"), Out: filepath.Join(root, "binaries"), Stdout: &log, Progress: &log}); err != nil {
+	// As the Dockerfile does: the index signed with a key of the build's
+	// own, whose public half the image carries as /binaries.pub.
+	key := filepath.Join(t.TempDir(), "binaries.key")
+	if err := build.Run(t.Context(), build.Options{Dir: filepath.Join(repo, "manifests"), Out: filepath.Join(root, "binaries"), SigningKey: key, Stdout: &log, Progress: &log}); err != nil {
 		t.Fatalf("foldline build: %v\n%s", err, log.String())
+	}
+	if pub, err := os.ReadFile(key + ".pub"); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(filepath.Join(root, "binaries.pub"), pub, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.CopyFS(filepath.Join(root, "manifests"), os.DirFS(filepath.Join(repo, "manifests"))); err != nil {
 		t.Fatal(err)
@@ -86,7 +94,7 @@ func TestImageContentRunsInAnEmptyRoot(t *testing.T) {
 		t.Errorf("lint: %s", out)
 	}
 	tenant := "fltest-image"
-	out := run("plan", "--binaries", "/binaries", "--tenant", tenant, "/manifests")
+	out := run("plan", "--binaries", "/binaries", "--binaries-key", "/binaries.pub", "--tenant", tenant, "/manifests")
 	if !strings.Contains(out, "cluster: Pulsar "+svc.PulsarURL) || !strings.Contains(out, "function "+tenant+"/pipeline/validate") {
 		t.Errorf("plan in the image's root:\n%s", out)
 	}
