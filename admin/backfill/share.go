@@ -3,6 +3,7 @@ package backfill
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/foldline/foldline/admin/deploy"
@@ -92,8 +93,24 @@ func (e *env) sharing(ctx context.Context, opts Options, path []*manifest.Stage)
 			continue
 		}
 		want := codes[i]
+		// What the stage's copy would read: the ledger, or the topics of
+		// the shared stages upstream. A function running the same code on
+		// other topics (the manifests' user-activity on the old validate's
+		// output, when the new validate is shared from a copy) is no
+		// match: the config digest does not tell a copy's topics apart.
+		inputs := make([]string, len(st.Inputs))
+		for j, in := range st.Inputs {
+			inputs[j] = in
+			for _, up := range e.graph.Writers[in] {
+				inputs[j] = shared[up.Name]
+			}
+		}
+		slices.Sort(inputs)
 		for _, c := range clean[st.Name] {
 			if c.code.Binary != want.Binary || c.code.Config == "" || c.code.Config != want.Config || !e.retainsAll(c.stage.Output) {
+				continue
+			}
+			if got := slices.Sorted(slices.Values(c.stage.Inputs)); !slices.Equal(got, inputs) {
 				continue
 			}
 			shared[st.Name] = c.stage.Output
