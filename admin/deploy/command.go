@@ -91,7 +91,9 @@ describe VIEW shows it).`,
 			}
 			deployNow := Deploy
 			if withBackfills {
-				deployNow = func(ctx context.Context, opts Options) (*Result, error) { return DeployWithBackfills(ctx, opts, backfill) }
+				deployNow = func(ctx context.Context, opts Options) (*Result, error) {
+					return DeployWithBackfills(ctx, opts, backfill)
+				}
 			}
 			res, err := deployNow(cmd.Context(), opts)
 			if res != nil {

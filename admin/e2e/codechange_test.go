@@ -13,8 +13,8 @@ import (
 
 	"github.com/foldline/foldline/admin/backfill"
 	"github.com/foldline/foldline/admin/deploy"
-	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/ingest"
+	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/views"
 	"github.com/foldline/foldline/internal/testenv"
