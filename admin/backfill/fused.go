@@ -111,7 +111,7 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	}
 	defer applier.Close()
 
-	ledgers, epochs, err := e.ledgerInputs(ctx, forked)
+	ledgers, epochs, err := e.sourceInputs(ctx, forked)
 	if err != nil {
 		return 0, err
 	}
@@ -185,7 +185,7 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 		opts.Progress.read(len(batch))
 		if time.Since(lastReport) >= 5*time.Second {
 			lastReport = time.Now()
-			fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d ledger events after %s\n", e.view.Name, read, time.Since(start).Round(time.Second))
+			fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d events after %s\n", e.view.Name, read, time.Since(start).Round(time.Second))
 		}
 	}, func(op cassandra.Op, _ localrun.Message) error {
 		mu.Lock()
@@ -234,7 +234,7 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	if err != nil {
 		return read, fmt.Errorf("running the backfill of %s on this machine: %w", e.view.Name, err)
 	}
-	fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d ledger events into %s.%s in %s; deploying the copy from there\n", e.view.Name, read, schema.Keyspace, schema.Table, time.Since(start).Round(100*time.Millisecond))
+	fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d events of %s into %s.%s in %s; deploying the copy from there\n", e.view.Name, read, strings.Join(ledgers, ", "), schema.Keyspace, schema.Table, time.Since(start).Round(100*time.Millisecond))
 	return read, nil
 }
 
@@ -322,42 +322,38 @@ func localBuilder(opts Options) *gobuild.Builder {
 	return &gobuild.Builder{Dir: gobuild.ModuleDir(opts.Dir, "."), CacheDir: opts.CacheDir, Platform: host, Progress: opts.ErrOut}
 }
 
-// ledgerInputs returns the ledger topics the forked path reads and their
-// epochs.
-func (e *env) ledgerInputs(ctx context.Context, forked []*manifest.Stage) ([]string, map[string]string, error) {
-	var ledgers []string
+// sourceInputs returns the topics the forked path reads from outside
+// itself (sources: the ledger topics, or the outputs of the stages it
+// shares) and the ledger topics' epochs.
+func (e *env) sourceInputs(ctx context.Context, forked []*manifest.Stage) ([]string, map[string]string, error) {
+	topics := sources(forked)
 	epochs := map[string]string{}
-	for _, st := range forked {
-		for _, in := range st.Inputs {
-			if !e.graph.Ledger[in] {
-				continue
-			}
-			if _, seen := epochs[in]; seen {
-				continue
-			}
-			tn, err := utils.GetTopicName(in)
-			if err != nil {
-				return nil, nil, fmt.Errorf("naming topic %s: %w", in, err)
-			}
-			epoch, err := ledgerepoch.Ensure(ctx, e.pulsar.Admin.Topics(), *tn)
-			if err != nil {
-				return nil, nil, err
-			}
-			epochs[in] = epoch
-			ledgers = append(ledgers, in)
+	for _, in := range topics {
+		if !e.graph.Ledger[in] {
+			continue
 		}
+		tn, err := utils.GetTopicName(in)
+		if err != nil {
+			return nil, nil, fmt.Errorf("naming topic %s: %w", in, err)
+		}
+		epoch, err := ledgerepoch.Ensure(ctx, e.pulsar.Admin.Topics(), *tn)
+		if err != nil {
+			return nil, nil, err
+		}
+		epochs[in] = epoch
 	}
-	return ledgers, epochs, nil
+	return topics, epochs, nil
 }
 
 // subscribeAfter creates the subscription of every forked stage that reads
-// a ledger topic at the last event read of each of its topics (a partition
-// for a partitioned ledger); a topic nothing was read of gets none here,
-// and the stage's own position (earliest) applies.
+// a topic from outside the copy (sources) at the last event read of each
+// such topic (a partition for a partitioned one); a topic nothing was read
+// of gets none here, and the stage's own position (earliest) applies.
 func (e *env) subscribeAfter(ctx context.Context, forked []*manifest.Stage, last map[string]localrun.Message) error {
+	outside := sources(forked)
 	for _, st := range forked {
 		for _, in := range st.Inputs {
-			if !e.graph.Ledger[in] {
+			if !slices.Contains(outside, in) {
 				continue
 			}
 			for topic, m := range last {

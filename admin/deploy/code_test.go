@@ -8,9 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/internal/testenv"
 )
 
@@ -239,5 +242,34 @@ func TestCurrentCodeFoldsTheHistory(t *testing.T) {
 	}
 	if n := len(registry.InPlaceChanges([]registry.Event{built, inPlace, activated})); n != 1 {
 		t.Errorf("%d in-place changes, want 1", n)
+	}
+}
+
+// TestUnchangedReadsAnOlderDeploysFingerprint checks the baseline of a
+// table deployed before config digests: a function whose fingerprint is
+// the one an older deploy would compute for the manifests' config (without
+// the keys added since) runs the manifests' config; one with another
+// fingerprint is unknown.
+func TestUnchangedReadsAnOlderDeploysFingerprint(t *testing.T) {
+	st := shopGraph(t).PathTo("user_activity")[0] // validate, a ledger reader
+	want := utils.FunctionConfig{Tenant: "shop", Namespace: "pipeline", Name: "validate", UserConfig: map[string]any{
+		UserConfigBinary: "aaaa", UserConfigConfigDigest: "cccc", pf.UserConfigAdminURL: "http://127.0.0.1:8080", "maxRetries": 3}}
+	fp, err := fingerprint(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.UserConfig[UserConfigFingerprint] = fp
+	pl := &planner{plan: &Plan{functions: []desiredFunction{{Stage: st, Config: want}}}}
+	older := utils.FunctionConfig{Tenant: "shop", Namespace: "pipeline", Name: "validate", UserConfig: map[string]any{UserConfigBinary: "aaaa", "maxRetries": 3}}
+	if fp, err = fingerprint(older); err != nil {
+		t.Fatal(err)
+	}
+	older.UserConfig[UserConfigFingerprint] = fp
+	if !pl.unchanged(st, &older) {
+		t.Error("a function an older deploy made from the same manifests reads as changed")
+	}
+	older.UserConfig[UserConfigFingerprint] = "other"
+	if pl.unchanged(st, &older) {
+		t.Error("a function with another fingerprint reads as unchanged")
 	}
 }

@@ -52,6 +52,7 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	// partitions and instances, and replays it identically.
 	opts := s.backfillOptions("product_sales", s.opts.Dir)
 	opts.RequireIdentical = true
+	opts.CopyAll = true // the whole path, partitions and all
 	res, err := backfill.Run(t.Context(), opts, false)
 	if err != nil {
 		t.Fatalf("backfilling product_sales: %v", err)
@@ -64,6 +65,7 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	fused := s.backfillOptions("user_activity", s.opts.Dir)
 	fused.RequireIdentical = true
 	fused.Engine = backfill.EngineFused
+	fused.CopyAll = true
 	if res, err := backfill.Run(t.Context(), fused, false); err != nil {
 		t.Fatalf("backfilling user_activity with the fused engine: %v", err)
 	} else if res.Diff == nil || !res.Diff.Identical() || res.Diff.NewRows == 0 {

@@ -165,3 +165,46 @@ func TestForkPathKeepsTheMemoryLimitAPodHolds(t *testing.T) {
 		})
 	}
 }
+
+// TestForkPathSharingCopiesOnlyWhatChanged checks a backfill's copy that
+// shares the unchanged stages upstream: they are left out, the first
+// copied stage reads their output topic (the manifests', or the one a
+// copy carrying them writes), and everything downstream is renamed.
+func TestForkPathSharingCopiesOnlyWhatChanged(t *testing.T) {
+	graph := shopGraph(t)
+	const p = "persistent://shop/pipeline/"
+	cases := []struct {
+		name   string
+		shared map[string]string
+		want   []forkedStage
+	}{
+		{
+			name: "validate shared", shared: map[string]string{"validate": p + "valid"},
+			want: []forkedStage{
+				{"purchases-bf-product_sales_v2", "purchases-bf-product_sales_v2", p + "purchases-bf-product_sales_v2", p + "purchases-dlq-bf-product_sales_v2", []string{p + "valid"}},
+				{"product-sales-bf-product_sales_v2", "product-sales-bf-product_sales_v2", p + "product-sales-ops-bf-product_sales_v2", p + "product-sales-dlq-bf-product_sales_v2", []string{p + "purchases-bf-product_sales_v2"}},
+				{"product_sales_v2-sink", "product_sales_v2-sink", "", p + "product_sales-sink-dlq-bf-product_sales_v2", []string{p + "product-sales-ops-bf-product_sales_v2"}},
+			},
+		},
+		{
+			name: "everything but the sink shared, purchases through a copy", shared: map[string]string{"validate": p + "valid", "purchases": p + "purchases-bf-product_sales_v1", "product-sales": p + "product-sales-ops-bf-product_sales_v1"},
+			want: []forkedStage{
+				{"product_sales_v2-sink", "product_sales_v2-sink", "", p + "product_sales-sink-dlq-bf-product_sales_v2", []string{p + "product-sales-ops-bf-product_sales_v1"}},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forked := manifest.ForkPathSharing(graph.PathTo("product_sales"), 2, tc.shared)
+			if len(forked) != len(tc.want) {
+				t.Fatalf("%d stages copied, want %d", len(forked), len(tc.want))
+			}
+			for i, st := range forked {
+				w := tc.want[i]
+				if st.Name != w.name || st.SubName != w.sub || st.Output != w.output || st.DeadLetterTopic() != w.dlt || !slices.Equal(st.Inputs, w.inputs) {
+					t.Errorf("stage %d: %s sub %s output %s dlt %s inputs %v; want %+v", i, st.Name, st.SubName, st.Output, st.DeadLetterTopic(), st.Inputs, w)
+				}
+			}
+		})
+	}
+}
