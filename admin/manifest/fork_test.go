@@ -179,7 +179,7 @@ func TestForkPathSharingCopiesOnlyWhatChanged(t *testing.T) {
 		want   []forkedStage
 	}{
 		{
-			name: "validate shared", shared: map[string]string{"validate": p + "valid"},
+			name: "dedup and validate shared", shared: map[string]string{"dedup": p + "distinct", "validate": p + "valid"},
 			want: []forkedStage{
 				{"purchases-bf-product_sales_v2", "purchases-bf-product_sales_v2", p + "purchases-bf-product_sales_v2", p + "purchases-dlq-bf-product_sales_v2", []string{p + "valid"}},
 				{"product-sales-bf-product_sales_v2", "product-sales-bf-product_sales_v2", p + "product-sales-ops-bf-product_sales_v2", p + "product-sales-dlq-bf-product_sales_v2", []string{p + "purchases-bf-product_sales_v2"}},
@@ -187,7 +187,7 @@ func TestForkPathSharingCopiesOnlyWhatChanged(t *testing.T) {
 			},
 		},
 		{
-			name: "everything but the sink shared, purchases through a copy", shared: map[string]string{"validate": p + "valid", "purchases": p + "purchases-bf-product_sales_v1", "product-sales": p + "product-sales-ops-bf-product_sales_v1"},
+			name: "everything but the sink shared, purchases through a copy", shared: map[string]string{"dedup": p + "distinct", "validate": p + "valid", "purchases": p + "purchases-bf-product_sales_v1", "product-sales": p + "product-sales-ops-bf-product_sales_v1"},
 			want: []forkedStage{
 				{"product_sales_v2-sink", "product_sales_v2-sink", "", p + "product_sales-sink-dlq-bf-product_sales_v2", []string{p + "product-sales-ops-bf-product_sales_v1"}},
 			},
