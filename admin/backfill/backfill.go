@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -121,6 +122,9 @@ type Options struct {
 	// Checkpoint is how often a fused run writes its checkpoint and
 	// heartbeat into the backfill's record. Default 2s.
 	Checkpoint time.Duration
+	// CopyAll copies every stage of the view's path, the unchanged ones
+	// upstream too, instead of sharing them (sharing).
+	CopyAll bool
 }
 
 // grace is how long the path of the table a switch leaves keeps following
@@ -288,15 +292,32 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 	if err != nil {
 		return nil, err
 	}
-	forked := manifest.ForkPath(e.graph.PathTo(view), nextVersion(entry, e.view))
+	if opts.Builder == nil {
+		opts.Builder = opts.NewBuilder()
+	}
+	path := e.graph.PathTo(view)
+	// Only what changed is copied, with everything downstream of it; the
+	// unchanged stages upstream are shared.
+	shared, shares, err := e.sharing(ctx, opts, path)
+	if err != nil {
+		return nil, err
+	}
+	forked := manifest.ForkPathSharing(path, nextVersion(entry, e.view), shared)
 	sink := forked[len(forked)-1].View
 	until, err := e.applyCutoff(opts.Until, opts.UntilClock, forked, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	rec := &backfillrecord.Record{View: view, Table: sink.Table(), OldTable: entry.ActiveTable, State: backfillrecord.StateRunning,
-		Stages: backfillrecord.RefsOf(forked), LedgerAtStart: map[string]int64{}, StartedAt: time.Now().UTC(), Until: until}
-	for _, st := range forked {
+		Stages: backfillrecord.RefsOf(forked), Shares: refsOf(shares), LedgerAtStart: map[string]int64{}, StartedAt: time.Now().UTC(), Until: until}
+	if len(shares) > 0 {
+		names := make([]string, len(shares))
+		for i, st := range shares {
+			names[i] = st.Name
+		}
+		fmt.Fprintf(opts.ErrOut, "sharing %s (unchanged code, output kept from the first event); copying %d stage(s)\n", strings.Join(names, ", "), len(forked))
+	}
+	for _, st := range path {
 		for _, in := range st.Inputs {
 			if e.graph.Ledger[in] {
 				if rec.LedgerAtStart[in], err = pulsarx.Entries(ctx, e.pulsar, in); err != nil {
@@ -345,6 +366,8 @@ func (e *env) bringUp(ctx context.Context, opts Options, rec *backfillrecord.Rec
 	view := rec.View
 	sink := forked[len(forked)-1].View
 	fused := rec.Engine == EngineFused && rec.Fused != nil && !rec.Fused.Done
+	path := e.graph.PathTo(view)
+	shares := backfillrecord.StagesOf(rec.Shares)
 	// The binaries the copy deploys are built at once, all of them, while
 	// a fused run starts: it takes the ones it runs from the same builder.
 	if opts.Builder == nil {
@@ -372,7 +395,7 @@ func (e *env) bringUp(ctx context.Context, opts Options, rec *backfillrecord.Rec
 		// are built, without holding the run up).
 		recorded := make(chan error, 1)
 		table, until := rec.Table, rec.Until
-		go func() { recorded <- e.recordBuilt(ctx, opts, view, table, until, forked) }()
+		go func() { recorded <- e.recordBuilt(ctx, opts, view, table, until, path, forked, shares) }()
 		defer func() {
 			if rerr := <-recorded; rerr != nil && err == nil {
 				err = rerr
@@ -380,12 +403,14 @@ func (e *env) bringUp(ctx context.Context, opts Options, rec *backfillrecord.Rec
 		}()
 	}
 	if fused {
-		// The copy's stages that read no ledger topic only read topics of
-		// the copy, empty until its ledger readers start after the fused
-		// run: they are deployed while it runs.
+		// The copy's stages that read nothing from outside the copy (the
+		// ledger, a shared stage's output) only read topics of the copy,
+		// empty until its first stages start after the fused run: they
+		// are deployed while it runs.
+		outside := sources(forked)
 		var early []*manifest.Stage
 		for _, st := range forked {
-			if !slices.ContainsFunc(st.Inputs, func(in string) bool { return e.graph.Ledger[in] }) {
+			if !slices.ContainsFunc(st.Inputs, func(in string) bool { return slices.Contains(outside, in) }) {
 				early = append(early, st)
 			}
 		}
@@ -419,7 +444,11 @@ func (e *env) resume(ctx context.Context, opts Options, rec *backfillrecord.Reco
 	if !ok {
 		return fmt.Errorf("resuming the backfill of %s: table %s has no version", rec.View, rec.Table)
 	}
-	forked := manifest.ForkPath(e.graph.PathTo(rec.View), version)
+	shared := map[string]string{}
+	for _, ref := range rec.Shares {
+		shared[manifest.UnforkedName(ref.Name)] = ref.Output
+	}
+	forked := manifest.ForkPathSharing(e.graph.PathTo(rec.View), version, shared)
 	names := func(refs []backfillrecord.StageRef) []string {
 		out := make([]string, len(refs))
 		for i, r := range refs {
@@ -481,8 +510,8 @@ func (e *env) sameCode(ctx context.Context, opts Options, rec *backfillrecord.Re
 // recordBuilt records in the registry's history that table, a version of
 // view, is built by the code of forked from the ledger's first event (up
 // to until, for a replay).
-func (e *env) recordBuilt(ctx context.Context, opts Options, view, table, until string, forked []*manifest.Stage) error {
-	codes, err := deploy.StageCodes(ctx, opts.Builder, forked)
+func (e *env) recordBuilt(ctx context.Context, opts Options, view, table, until string, path, forked, shares []*manifest.Stage) error {
+	codes, err := pathCodes(ctx, opts, path, forked, shares)
 	if err != nil {
 		return err
 	}
@@ -754,6 +783,9 @@ func (e *env) finish(ctx context.Context, opts Options, rec *backfillrecord.Reco
 	if err != nil {
 		return nil, fmt.Errorf("retiring the old functions of %s (foldline backfill --watch %s completes the switch): %w", rec.View, rec.View, err)
 	}
+	if res.Retired == nil {
+		res.Retired = []string{}
+	}
 	rec.State, rec.FinishedAt, rec.KeepOldUntil = backfillrecord.StateSwitched, time.Now().UTC(), time.Now().Add(opts.KeepOld).UTC()
 	if err := e.store.Put(ctx, rec); err != nil {
 		return nil, err
@@ -817,7 +849,7 @@ func (e *env) currentPath(ctx context.Context, view, table string) ([]*manifest.
 		return nil, err
 	}
 	if rec != nil && rec.MayCarry() {
-		return backfillrecord.StagesOf(rec.Stages), nil
+		return rec.Path(), nil
 	}
 	return e.graph.PathTo(view), nil
 }
@@ -990,7 +1022,13 @@ func (e *env) abort(ctx context.Context, opts Options) (*backfillrecord.Record, 
 // first) and the topics it created (outputs, dead letters), and returns
 // what it deleted.
 func (e *env) removeStages(ctx context.Context, opts Options, rec *backfillrecord.Record) ([]string, error) {
-	deleted, err := e.deleteStages(ctx, backfillrecord.StagesOf(rec.Stages), opts.ErrOut)
+	stages := backfillrecord.StagesOf(rec.Stages)
+	deleted, err := e.deleteStages(ctx, stages, opts.ErrOut)
+	if err != nil {
+		return deleted, err
+	}
+	dropped, err := deploy.DropStateTables(ctx, e.cql, e.set.Tenant.Keyspace, stages, opts.ErrOut)
+	deleted = append(deleted, dropped...)
 	if err != nil {
 		return deleted, err
 	}

@@ -24,11 +24,14 @@ func NewCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "backfill VIEW [DIR]",
 		Short: "Rebuild a view from the whole ledger into a new table, then switch to it",
-		Long: `Run the path from the ledger to VIEW (every function on the way and the sink)
-over all history, as declared in the manifests in DIR (default manifests/): a new or
-changed transformation is deployed under new function, subscription and topic names
-(suffix -bf-<table>) with position Earliest, writing into a new table version
-(<view>_v<N+1>, registered as building), while the current version keeps serving.
+		Long: `Run the path from the ledger to VIEW over all history, as declared in the manifests
+in DIR (default manifests/): the stages whose code (binary or config) changed, and
+every stage downstream of them, are deployed under new function, subscription and
+topic names (suffix -bf-<table>) with position Earliest, writing into a new table
+version (<view>_v<N+1>, registered as building), while the current version keeps
+serving. The unchanged stages upstream are shared, not copied: the copy reads their
+output topics, kept from the first event, from the earliest (--copy-all copies them
+too).
 
 Progress (per stage: ledger entries done out of the ledger's size at the start, rate,
 ETA, backlog) goes to stderr, or as JSON lines to stdout with -o json. When every stage
@@ -127,6 +130,7 @@ not switched.`,
 	f.StringVar(&opts.UntilClock, "until-clock", ClockPublish, "what a time given to --until cuts by: publish (the ledger's publish time: the view as served then; a replay early in the ledger stops reading there) or event (each event's own time; the whole ledger is read)")
 	f.StringVar(&opts.Engine, "engine", EngineAuto, "how the copy catches up with the ledger: deployed (the functions worker runs the copy from the ledger's first event), fused (this machine runs the copy's path over the ledger first, every function in a local process and no topic in between, the sink's code writing the table, then deploys the copy from there), or auto (fused for a ledger of at least "+fmt.Sprint(fusedFromEntries)+" entries, where it measured faster)")
 	f.StringVar(&metricsAddr, "metrics-listen", "", "serve the progress as Prometheus metrics on this address while the command runs (foldline metrics exports every running backfill too)")
+	f.BoolVar(&opts.CopyAll, "copy-all", false, "copy every stage of the view's path, the unchanged ones upstream too (by default a stage whose code is the manifests' and whose output is kept from the first event is shared, not run twice)")
 	f.DurationVar(&opts.Checkpoint, "checkpoint", defaultCheckpointEvery, "how often a fused run writes its checkpoint and heartbeat into the backfill's record (a run whose CLI died is resumed from it by the next foldline backfill VIEW or --watch)")
 	f.StringVar(&opts.Until, "until", "", "replay the view as of a point of the ledger into its own table, kept as a snapshot and never switched: an RFC 3339 time (events published up to it) or a ledger position ledger:entry[:batch] (up to it, inclusive)")
 	return cmd

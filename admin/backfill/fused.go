@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/keyed/cqlstate"
 	"github.com/foldline/foldline/functions/pf/localwire"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -109,7 +111,7 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	}
 	defer applier.Close()
 
-	ledgers, epochs, err := e.ledgerInputs(ctx, forked)
+	ledgers, epochs, err := e.sourceInputs(ctx, forked)
 	if err != nil {
 		return 0, err
 	}
@@ -151,8 +153,14 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	every := cmp.Or(opts.Checkpoint, defaultCheckpointEvery)
 	rec.Fused.Every = every
 	from := map[string]localrun.Entry{}
+	// A stateful stage's keyed state lives in the run's memory until the
+	// end (saveStates): a run resumed from a checkpoint would start it
+	// empty, so such a path starts over instead.
+	stateful := slices.ContainsFunc(forked, func(st *manifest.Stage) bool { return st.Stateful })
 	for topic, p := range rec.Fused.Positions {
-		from[topic] = localrun.Entry{Ledger: p.Ledger, Entry: p.Entry}
+		if !stateful {
+			from[topic] = localrun.Entry{Ledger: p.Ledger, Entry: p.Entry}
+		}
 	}
 	cp := newCheckpoints(rec.Fused.Positions, rec.Fused.Events)
 	if len(from) > 0 {
@@ -177,7 +185,7 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 		opts.Progress.read(len(batch))
 		if time.Since(lastReport) >= 5*time.Second {
 			lastReport = time.Now()
-			fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d ledger events after %s\n", e.view.Name, read, time.Since(start).Round(time.Second))
+			fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d events after %s\n", e.view.Name, read, time.Since(start).Round(time.Second))
 		}
 	}, func(op cassandra.Op, _ localrun.Message) error {
 		mu.Lock()
@@ -209,10 +217,13 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	}
 	mu.Unlock()
 	if err == nil {
-		err = letters.release(last)
+		err = letters.release(e.replayed(forked, last))
 	}
 	if err == nil {
 		err = letters.flush(ctx)
+	}
+	if err == nil {
+		err = e.saveStates(ctx, opts, forked, path)
 	}
 	if err == nil {
 		err = e.subscribeAfter(ctx, forked, last)
@@ -223,8 +234,81 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	if err != nil {
 		return read, fmt.Errorf("running the backfill of %s on this machine: %w", e.view.Name, err)
 	}
-	fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d ledger events into %s.%s in %s; deploying the copy from there\n", e.view.Name, read, schema.Keyspace, schema.Table, time.Since(start).Round(100*time.Millisecond))
+	fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d events of %s into %s.%s in %s; deploying the copy from there\n", e.view.Name, read, strings.Join(ledgers, ", "), schema.Keyspace, schema.Table, time.Since(start).Round(100*time.Millisecond))
 	return read, nil
+}
+
+// replayed returns the entries of last (ledger topic → last event read)
+// that the deployed copy reads again and makes something of: those of
+// the topics read by a stateless function. A stateful reader recognises
+// the entry's events as folded (saveStates) and passes nothing on, so
+// the fused run's dead letters of that entry are the only ones.
+func (e *env) replayed(forked []*manifest.Stage, last map[string]localrun.Message) map[string]localrun.Message {
+	out := map[string]localrun.Message{}
+	for topic, m := range last {
+		for _, st := range forked {
+			if !st.Stateful && slices.ContainsFunc(st.Inputs, func(in string) bool {
+				return e.graph.Ledger[in] && (in == topic || isPartitionOf(topic, in))
+			}) {
+				out[topic] = m
+			}
+		}
+	}
+	return out
+}
+
+// saveStates writes the keyed states of the forked path's stateful
+// functions, as the local run left them, into the state tables of the
+// copies deployed next: they carry on from the last event read (whose
+// whole entry comes again, and which the states hold as folded already).
+func (e *env) saveStates(ctx context.Context, opts Options, forked []*manifest.Stage, path *localrun.Pipeline) error {
+	stateful := false
+	for _, st := range forked {
+		stateful = stateful || st.Stateful
+	}
+	if !stateful {
+		return nil
+	}
+	states, err := path.ExportStates()
+	if err != nil {
+		return err
+	}
+	ks := e.set.Tenant.Keyspace
+	for _, st := range forked {
+		if !st.Stateful {
+			continue
+		}
+		table := cqlstate.TableName(st.Name)
+		if err := cqlstate.Ensure(ctx, e.cql, ks, table); err != nil {
+			return err
+		}
+		backend := cqlstate.New(e.cql, ks, table)
+		keys := states[st.Name]
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			first error
+		)
+		slots := make(chan struct{}, 32)
+		for key, snap := range keys {
+			slots <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				if err := backend.Save(ctx, key, snap); err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if first != nil {
+			return fmt.Errorf("saving the states of %s into %s.%s: %w", st.Name, ks, table, first)
+		}
+		fmt.Fprintf(opts.ErrOut, "fused backfill of %s: the states of %d keys of %s saved into %s.%s\n", e.view.Name, len(keys), st.Name, ks, table)
+	}
+	return nil
 }
 
 // localBuilder returns the builder of the binaries a fused run starts on
@@ -238,42 +322,38 @@ func localBuilder(opts Options) *gobuild.Builder {
 	return &gobuild.Builder{Dir: gobuild.ModuleDir(opts.Dir, "."), CacheDir: opts.CacheDir, Platform: host, Progress: opts.ErrOut}
 }
 
-// ledgerInputs returns the ledger topics the forked path reads and their
-// epochs.
-func (e *env) ledgerInputs(ctx context.Context, forked []*manifest.Stage) ([]string, map[string]string, error) {
-	var ledgers []string
+// sourceInputs returns the topics the forked path reads from outside
+// itself (sources: the ledger topics, or the outputs of the stages it
+// shares) and the ledger topics' epochs.
+func (e *env) sourceInputs(ctx context.Context, forked []*manifest.Stage) ([]string, map[string]string, error) {
+	topics := sources(forked)
 	epochs := map[string]string{}
-	for _, st := range forked {
-		for _, in := range st.Inputs {
-			if !e.graph.Ledger[in] {
-				continue
-			}
-			if _, seen := epochs[in]; seen {
-				continue
-			}
-			tn, err := utils.GetTopicName(in)
-			if err != nil {
-				return nil, nil, fmt.Errorf("naming topic %s: %w", in, err)
-			}
-			epoch, err := ledgerepoch.Ensure(ctx, e.pulsar.Admin.Topics(), *tn)
-			if err != nil {
-				return nil, nil, err
-			}
-			epochs[in] = epoch
-			ledgers = append(ledgers, in)
+	for _, in := range topics {
+		if !e.graph.Ledger[in] {
+			continue
 		}
+		tn, err := utils.GetTopicName(in)
+		if err != nil {
+			return nil, nil, fmt.Errorf("naming topic %s: %w", in, err)
+		}
+		epoch, err := ledgerepoch.Ensure(ctx, e.pulsar.Admin.Topics(), *tn)
+		if err != nil {
+			return nil, nil, err
+		}
+		epochs[in] = epoch
 	}
-	return ledgers, epochs, nil
+	return topics, epochs, nil
 }
 
 // subscribeAfter creates the subscription of every forked stage that reads
-// a ledger topic at the last event read of each of its topics (a partition
-// for a partitioned ledger); a topic nothing was read of gets none here,
-// and the stage's own position (earliest) applies.
+// a topic from outside the copy (sources) at the last event read of each
+// such topic (a partition for a partitioned one); a topic nothing was read
+// of gets none here, and the stage's own position (earliest) applies.
 func (e *env) subscribeAfter(ctx context.Context, forked []*manifest.Stage, last map[string]localrun.Message) error {
+	outside := sources(forked)
 	for _, st := range forked {
 		for _, in := range st.Inputs {
-			if !e.graph.Ledger[in] {
+			if !slices.Contains(outside, in) {
 				continue
 			}
 			for topic, m := range last {

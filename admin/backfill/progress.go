@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,8 +101,13 @@ func failureFlood(processed, failed int64, latest, deadLetterTopic string) strin
 func snapshot(ctx context.Context, pulsar *pulsarx.Clients, r *backfillrecord.Record, threshold int64, now time.Time) (*Snapshot, error) {
 	s := &Snapshot{View: r.View, Table: r.Table, OldTable: r.OldTable, State: r.State, Until: r.Until, At: now.UTC(),
 		Elapsed: now.Sub(r.StartedAt).Seconds(), CaughtUp: r.Unfinished()}
-	for _, ref := range r.Stages {
+	for i, ref := range append(slices.Clone(r.Shares), r.Stages...) {
 		p := StageProgress{Name: ref.Name, Kind: ref.Kind, Subscription: ref.SubName}
+		if i < len(r.Shares) {
+			// Not the backfill's: its output feeds the copy, and the copy
+			// has caught up only once it is through the ledger too.
+			p.Name += " (shared)"
+		}
 		var problems []string
 		for _, in := range ref.Inputs {
 			sub, ok, err := pulsarx.Subscription(ctx, pulsar, in, ref.SubName)

@@ -58,6 +58,15 @@ func readBackfilled(ctx context.Context, s *session) (*backfilled, error) {
 	}
 	onManifestPath := map[string]bool{}
 	rebuilt := map[string]string{} // manifest stage → a view a backfill rebuilt
+	// A stage a backfill shares runs under its own name for the copy too:
+	// deploy keeps managing it.
+	for _, r := range records {
+		if r.Unfinished() || r.MayCarry() {
+			for _, sh := range r.Shares {
+				onManifestPath[sh.FullName()] = true
+			}
+		}
+	}
 	for _, v := range s.set.Views {
 		entry, err := registry.Get(ctx, s.cql, ks, v.Name)
 		if err != nil {
@@ -69,9 +78,15 @@ func readBackfilled(ctx context.Context, s *session) (*backfilled, error) {
 		for _, st := range s.graph.PathTo(v.Name) {
 			if i < 0 {
 				onManifestPath[st.FullName()] = true
-			} else {
-				rebuilt[st.FullName()] = fmt.Sprintf("%s (now %s)", v.Name, entry.ActiveTable)
+				continue
 			}
+			runsAs := ""
+			for _, c := range backfillrecord.StagesOf(records[i].Stages) {
+				if stageKey(c) == stageKey(st) {
+					runsAs = ", run there as " + c.FullName()
+				}
+			}
+			rebuilt[st.FullName()] = fmt.Sprintf("%s (now %s%s)", v.Name, entry.ActiveTable, runsAs)
 		}
 	}
 	// A view's first table is built by a backfill under the name deploy

@@ -305,3 +305,45 @@ func changedStages(current map[string]registry.StageCode, desired []registry.Sta
 
 // sortedKeys returns m's keys sorted.
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// Backfiller builds a new version of view from the whole ledger with the
+// code of the manifests in opts and returns once the view reads it
+// (foldline backfill VIEW, which imports this package: the command wires
+// it in).
+type Backfiller func(ctx context.Context, opts Options, view string) error
+
+// DeployWithBackfills is Deploy for code changes under views' active
+// tables: instead of refusing them, it backfills each view they concern,
+// one after the other (each switches when caught up, and later ones share
+// what earlier ones built with the new code), and then deploys the rest of
+// the plan, which changes no table's code in place any more.
+func DeployWithBackfills(ctx context.Context, opts Options, backfill Backfiller) (*Result, error) {
+	done := map[string]bool{}
+	for {
+		plan, err := MakePlan(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		var next string
+		for _, c := range inPlace(plan.CodeChanges) {
+			for _, v := range c.Views {
+				if !done[v.View] && (next == "" || v.View < next) {
+					next = v.View
+				}
+			}
+		}
+		if next == "" {
+			if changes := inPlace(plan.CodeChanges); len(changes) > 0 {
+				// Backfilled, and still changed in place: say so rather
+				// than loop.
+				return &Result{Plan: plan}, codeChangeError(changes)
+			}
+			return Deploy(ctx, opts)
+		}
+		fmt.Fprintf(opts.ErrOut, "the code under view %s changed: building a new version with foldline backfill %s\n", next, next)
+		if err := backfill(ctx, opts, next); err != nil {
+			return nil, fmt.Errorf("backfilling %s with the new code (nothing else was deployed): %w", next, err)
+		}
+		done[next] = true
+	}
+}

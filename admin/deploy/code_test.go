@@ -3,21 +3,23 @@ package deploy
 import (
 	"errors"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/internal/testenv"
 )
 
 // shopGraph returns the shop manifests' DAG.
 func shopGraph(t *testing.T) *manifest.Graph {
 	t.Helper()
-	set, err := manifest.Load(filepath.Join(testenv.RepoRoot(), "manifests"))
+	set, err := manifest.Load(testenv.ShopManifestsDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +37,7 @@ func shopGraph(t *testing.T) *manifest.Graph {
 func TestConfigDigestCountsWhatTheCodeReads(t *testing.T) {
 	graph := shopGraph(t)
 	path := graph.PathTo("user_activity")
-	function, sink := path[1], path[2]
+	function, sink := path[len(path)-2], path[len(path)-1]
 	if function.Name != "user-activity" || sink.Kind != manifest.StageSink {
 		t.Fatalf("unexpected path %v", path)
 	}
@@ -57,6 +59,8 @@ func TestConfigDigestCountsWhatTheCodeReads(t *testing.T) {
 		return &c
 	}
 	forked := manifest.ForkPath(path, 2)
+	// The copies of the function and the sink: the path's last two stages.
+	forkedFunction, forkedSink := forked[len(forked)-2], forked[len(forked)-1]
 	cases := []struct {
 		name     string
 		stage    *manifest.Stage
@@ -64,8 +68,8 @@ func TestConfigDigestCountsWhatTheCodeReads(t *testing.T) {
 		wantSame bool
 	}{
 		{"the same stage", function, function, true},
-		{"a backfill's copy", forked[1], function, true},
-		{"a copy's sink, another version", forked[2], sink, true},
+		{"a backfill's copy", forkedFunction, function, true},
+		{"a copy's sink, another version", forkedSink, sink, true},
 		{"more instances", editFunction(func(st *manifest.Stage) { st.Parallelism, st.Function.Config.Parallelism = 3, 3 }), function, true},
 		{"the runtime's settings", editFunction(func(st *manifest.Stage) {
 			st.Function.Config.UserConfig["receiverQueueSize"] = 10
@@ -94,8 +98,8 @@ func TestConfigDigestCountsWhatTheCodeReads(t *testing.T) {
 			}
 		})
 	}
-	if stageKey(forked[1]) != "user-activity" || stageKey(forked[2]) != registry.SinkStage {
-		t.Errorf("stage keys of the copy: %q, %q; want user-activity, sink", stageKey(forked[1]), stageKey(forked[2]))
+	if stageKey(forkedFunction) != "user-activity" || stageKey(forkedSink) != registry.SinkStage {
+		t.Errorf("stage keys of the copy: %q, %q; want user-activity, sink", stageKey(forkedFunction), stageKey(forkedSink))
 	}
 }
 
@@ -239,5 +243,34 @@ func TestCurrentCodeFoldsTheHistory(t *testing.T) {
 	}
 	if n := len(registry.InPlaceChanges([]registry.Event{built, inPlace, activated})); n != 1 {
 		t.Errorf("%d in-place changes, want 1", n)
+	}
+}
+
+// TestUnchangedReadsAnOlderDeploysFingerprint checks the baseline of a
+// table deployed before config digests: a function whose fingerprint is
+// the one an older deploy would compute for the manifests' config (without
+// the keys added since) runs the manifests' config; one with another
+// fingerprint is unknown.
+func TestUnchangedReadsAnOlderDeploysFingerprint(t *testing.T) {
+	st := shopGraph(t).PathTo("user_activity")[0] // validate, a ledger reader
+	want := utils.FunctionConfig{Tenant: "shop", Namespace: "pipeline", Name: "validate", UserConfig: map[string]any{
+		UserConfigBinary: "aaaa", UserConfigConfigDigest: "cccc", pf.UserConfigAdminURL: "http://127.0.0.1:8080", "maxRetries": 3}}
+	fp, err := fingerprint(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.UserConfig[UserConfigFingerprint] = fp
+	pl := &planner{plan: &Plan{functions: []desiredFunction{{Stage: st, Config: want}}}}
+	older := utils.FunctionConfig{Tenant: "shop", Namespace: "pipeline", Name: "validate", UserConfig: map[string]any{UserConfigBinary: "aaaa", "maxRetries": 3}}
+	if fp, err = fingerprint(older); err != nil {
+		t.Fatal(err)
+	}
+	older.UserConfig[UserConfigFingerprint] = fp
+	if !pl.unchanged(st, &older) {
+		t.Error("a function an older deploy made from the same manifests reads as changed")
+	}
+	older.UserConfig[UserConfigFingerprint] = "other"
+	if pl.unchanged(st, &older) {
+		t.Error("a function with another fingerprint reads as unchanged")
 	}
 }

@@ -6,10 +6,13 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
 	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/pf"
 )
 
 // viewCode is what plan knows of the code of one view's active table.
@@ -84,7 +87,13 @@ func (pl *planner) planCodeChanges(ctx context.Context, full *manifest.Graph, b 
 			case hasCode:
 				ps.Current = recorded[desired.Stage]
 			case pl.deployed[carrier.FullName()] != nil:
-				ps.Current = codeFromConfig(desired.Stage, carrier.FullName(), pl.deployed[carrier.FullName()].UserConfig)
+				have := pl.deployed[carrier.FullName()]
+				ps.Current = codeFromConfig(desired.Stage, carrier.FullName(), have.UserConfig)
+				if ps.Current.Config == "" && pl.unchanged(carrier, have) {
+					// Deployed before config digests, exactly as the
+					// manifests now say (same fingerprint): the same config.
+					ps.Current.Config = desired.Config
+				}
 			}
 			vc.Stages = append(vc.Stages, ps)
 			for _, in := range st.Inputs {
@@ -125,6 +134,28 @@ func (pl *planner) planCodeChanges(ctx context.Context, full *manifest.Graph, b 
 		pl.add(Change{Action: Note, Kind: "code", Name: c.Function, Details: details})
 	}
 	return nil
+}
+
+// unchanged reports whether have, the deployed function of stage st that
+// records no config digest (deployed before there were), has the
+// fingerprint (binary and whole config) the plan wants for st, as the
+// deploy that made it computed fingerprints: without the keys added since
+// (the config digest, the admin URL of ledger readers).
+func (pl *planner) unchanged(st *manifest.Stage, have *utils.FunctionConfig) bool {
+	for _, f := range pl.plan.functions {
+		if f.Stage.FullName() != st.FullName() {
+			continue
+		}
+		older := f.Config
+		older.UserConfig = maps.Clone(f.Config.UserConfig)
+		delete(older.UserConfig, UserConfigConfigDigest)
+		if _, had := have.UserConfig[pf.UserConfigAdminURL]; !had {
+			delete(older.UserConfig, pf.UserConfigAdminURL)
+		}
+		fp, err := fingerprint(older)
+		return err == nil && fmt.Sprint(have.UserConfig[UserConfigFingerprint]) == fp
+	}
+	return false
 }
 
 // ledgerPositions returns the last entry of each ledger topic (partition)

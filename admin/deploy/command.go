@@ -55,9 +55,13 @@ fold of the ledger under the new code"): deploy refuses it unless --in-place.`,
 	return cmd
 }
 
-// NewDeployCommand returns `foldline deploy`.
-func NewDeployCommand() *cobra.Command {
-	var opts Options
+// NewDeployCommand returns `foldline deploy`; backfill runs foldline
+// backfill for --backfill.
+func NewDeployCommand(backfill Backfiller) *cobra.Command {
+	var (
+		opts          Options
+		withBackfills bool
+	)
 	cmd := &cobra.Command{
 		Use:   "deploy [DIR]",
 		Short: "Create or update the tenant, topics, tables and functions of the manifests",
@@ -71,17 +75,27 @@ A changed binary or config of a stage that feeds a view's active table is refuse
 and nothing is changed: the table would hold the old code's results for history and
 the new code's from now on, equal to the fold of the ledger under neither. Build a
 new version with the new code instead (foldline backfill VIEW: it switches when
-caught up), or pass --in-place to update the running functions anyway; the registry
-then records, for the table, which stages changed and at which ledger positions
-(foldline views describe VIEW shows it).`,
-		Example: "  foldline deploy\n  foldline deploy --tenant shop-test --wait 10m\n  foldline deploy --in-place",
+caught up; --backfill does it for every view concerned, then deploys the rest), or
+pass --in-place to update the running functions anyway; the registry then records,
+for the table, which stages changed and at which ledger positions (foldline views
+describe VIEW shows it).`,
+		Example: "  foldline deploy\n  foldline deploy --tenant shop-test --wait 10m\n  foldline deploy --backfill\n  foldline deploy --in-place",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := opts.Bind(cmd, args)
 			if err != nil {
 				return err
 			}
-			res, err := Deploy(cmd.Context(), opts)
+			if withBackfills && opts.InPlace {
+				return fmt.Errorf("--backfill and --in-place exclude each other: %w", exitcode.ErrUsage)
+			}
+			deployNow := Deploy
+			if withBackfills {
+				deployNow = func(ctx context.Context, opts Options) (*Result, error) {
+					return DeployWithBackfills(ctx, opts, backfill)
+				}
+			}
+			res, err := deployNow(cmd.Context(), opts)
 			if res != nil {
 				if asJSON {
 					if jsonErr := target.WriteJSON(opts.Out, res); jsonErr != nil && err == nil {
@@ -100,6 +114,7 @@ then records, for the table, which stages changed and at which ledger positions
 	opts.RegisterBuildFlags(cmd.Flags())
 	cmd.Flags().DurationVar(&opts.Wait, "wait", 5*time.Minute, "how long to wait for every instance to run (0: do not wait)")
 	cmd.Flags().BoolVar(&opts.InPlace, "in-place", false, "change the code of stages feeding a view's active table in place (the table then mixes old and new code; the registry records where)")
+	cmd.Flags().BoolVar(&withBackfills, "backfill", false, "for a code change under a view's active table, build a new version of the view with foldline backfill (it switches when caught up), then deploy the rest")
 	return cmd
 }
 

@@ -13,6 +13,8 @@ import (
 	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/dedup"
+	"github.com/foldline/foldline/functions/keyed/cqlstate"
 	"github.com/foldline/foldline/functions/pf"
 )
 
@@ -57,7 +59,10 @@ func renderFunctions(ctx context.Context, set *manifest.Set, order []*manifest.S
 		if err != nil {
 			return nil, err
 		}
-		conf.Secrets = id.secrets(st.View != nil, kubernetesSecret)
+		if st.Stateful {
+			setStateTable(&conf, st, set.Tenant, cassandraHosts)
+		}
+		conf.Secrets = id.secrets(st.View != nil || st.Stateful, kubernetesSecret)
 		setLedgerEpochs(&conf, st, epochs, adminURL)
 		if _, set := conf.UserConfig[pf.UserConfigOutputRouting]; st.RouteByOrigin && !set {
 			conf.UserConfig[pf.UserConfigOutputRouting] = "origin"
@@ -159,6 +164,18 @@ func functionConfig(st *manifest.Stage, cassandraHosts string, replication map[s
 		ProcessingGuarantees:         "ATLEAST_ONCE",
 		UserConfig:                   uc,
 	}, nil
+}
+
+// setStateTable gives a stateful function its state table (cqlstate) in
+// the tenant's keyspace and the Cassandra hosts to reach it at, and the
+// event-id deduplication the tenant's id field.
+func setStateTable(conf *utils.FunctionConfig, st *manifest.Stage, tenant *manifest.Tenant, cassandraHosts string) {
+	conf.UserConfig["hosts"] = cassandraHosts
+	conf.UserConfig[cqlstate.UserConfigKeyspace] = tenant.Keyspace
+	conf.UserConfig[cqlstate.UserConfigTable] = cqlstate.TableName(st.Name)
+	if st.Binary == manifest.DedupBinary && tenant.EventID != "" {
+		conf.UserConfig[dedup.UserConfigIDField] = tenant.EventID
+	}
 }
 
 // fingerprint digests a config (whose user config holds the binary's

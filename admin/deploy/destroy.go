@@ -58,7 +58,13 @@ func Destroy(ctx context.Context, opts DestroyOptions) ([]string, error) {
 	}
 	defer s.Close()
 	t := s.set.Tenant
-	removed, err := DeleteStages(ctx, s.pulsar, append(slices.Clone(s.graph.Order), b.carrying...), opts.ErrOut)
+	stages := append(slices.Clone(s.graph.Order), b.carrying...)
+	removed, err := DeleteStages(ctx, s.pulsar, stages, opts.ErrOut)
+	if err != nil {
+		return removed, err
+	}
+	dropped, err := DropStateTables(ctx, s.cql, t.Keyspace, stages, opts.ErrOut)
+	removed = append(removed, dropped...)
 	if err != nil {
 		return removed, err
 	}
@@ -202,7 +208,7 @@ func PreviewDestroy(ctx context.Context, opts DestroyOptions) ([]string, error) 
 	}
 	defer s.Close()
 	t := s.set.Tenant
-	lines := []string{fmt.Sprintf("functions and sinks (those deployed): the manifests' %d, backfills' %d, with their subscriptions", len(s.graph.Order), len(b.carrying))}
+	lines := []string{fmt.Sprintf("functions and sinks (those deployed): the manifests' %d, backfills' %d, with their subscriptions (and the state tables of stateful ones)", len(s.graph.Order), len(b.carrying))}
 	if opts.removesData() {
 		views, err := viewTables(ctx, s)
 		if err != nil {

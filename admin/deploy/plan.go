@@ -22,6 +22,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/keyed/cqlstate"
 	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -538,6 +539,18 @@ func (pl *planner) planKeyspace(ctx context.Context) error {
 		if err := pl.planView(ctx, v, tables[v.Table()], tables[registry.Table]); err != nil {
 			return err
 		}
+	}
+	for _, st := range pl.graph.Order {
+		if !st.Stateful {
+			continue
+		}
+		table := cqlstate.TableName(st.Name)
+		if tables[table] {
+			pl.add(Change{Action: Keep, Kind: "table", Name: ks + "." + table})
+			continue
+		}
+		pl.add(Change{Action: Create, Kind: "table", Name: ks + "." + table, Details: []string{"the keyed states of function " + st.Name},
+			apply: func(ctx context.Context) error { return cqlstate.Ensure(ctx, pl.cql, ks, table) }})
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ type Retired struct {
 func PathOf(graph *manifest.Graph, records []*backfillrecord.Record, view, table string) []*manifest.Stage {
 	for _, r := range records {
 		if r.View == view && r.Table == table && (r.MayCarry() || r.Unfinished()) {
-			return backfillrecord.StagesOf(r.Stages)
+			return r.Path()
 		}
 	}
 	path := graph.PathTo(view)
@@ -94,7 +94,7 @@ func RetireExpired(ctx context.Context, c Cluster, progress io.Writer, now time.
 	}
 	for _, r := range records {
 		if r.Unfinished() {
-			need(backfillrecord.StagesOf(r.Stages))
+			need(r.Path())
 		}
 	}
 	var expired []candidate
@@ -173,4 +173,62 @@ func RetireExpiredPaths(ctx context.Context, opts Options, now time.Time) ([]Ret
 	}
 	defer s.Close()
 	return RetireExpired(ctx, Cluster{Set: s.set, Graph: s.graph, Pulsar: s.pulsar, CQL: s.cql}, opts.ErrOut, now)
+}
+
+// ActiveCarriers maps each stage of the manifests (by full name) whose
+// work a backfill's copy does for a view's active table to that copy's
+// function: the manifests' user-activity is run, for user_activity_v2, by
+// user-activity-bf-user_activity_v2. A stage that still runs under its own
+// name for some active table (a shared validate, a stage of a view deploy
+// built) is left out: it runs as itself. status, ui and plan show the
+// functions under the manifests' names through it.
+func ActiveCarriers(ctx context.Context, cql *gocql.Session, set *manifest.Set, graph *manifest.Graph) (map[string]*manifest.Stage, error) {
+	ks := set.Tenant.Keyspace
+	out := map[string]*manifest.Stage{}
+	exists, err := registry.Exists(ctx, cql, ks)
+	if err != nil || !exists {
+		return out, err
+	}
+	records, err := backfillrecord.Store{CQL: cql, Keyspace: ks}.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	itself := map[string]bool{} // manifest stages running under their own name for an active table
+	copies := map[string]*manifest.Stage{}
+	for _, v := range set.Views {
+		entry, err := registry.Get(ctx, cql, ks, v.Name)
+		if err != nil {
+			return nil, err
+		}
+		if entry.ActiveTable == "" {
+			continue
+		}
+		for _, st := range PathOf(graph, records, v.Name, entry.ActiveTable) {
+			itself[st.FullName()] = true
+		}
+		var carrier *backfillrecord.Record
+		for _, r := range records {
+			if r.View == v.Name && r.Table == entry.ActiveTable && r.MayCarry() {
+				carrier = r
+			}
+		}
+		if carrier == nil {
+			continue
+		}
+		byKey := map[string]*manifest.Stage{}
+		for _, st := range backfillrecord.StagesOf(carrier.Stages) {
+			byKey[stageKey(st)] = st
+		}
+		for _, st := range graph.PathTo(v.Name) {
+			if c, ok := byKey[stageKey(st)]; ok && c.FullName() != st.FullName() {
+				copies[st.FullName()] = c
+			}
+		}
+	}
+	for name, c := range copies {
+		if !itself[name] {
+			out[name] = c
+		}
+	}
+	return out, nil
 }

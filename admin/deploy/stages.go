@@ -13,6 +13,8 @@ import (
 	"github.com/foldline/foldline/admin/internal/ledgerepoch"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/keyed/cqlstate"
+	"github.com/foldline/foldline/internal/cqlname"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -66,7 +68,7 @@ func CreateStages(ctx context.Context, opts Options, pulsar *pulsarx.Clients, cq
 		case !pulsarx.IsNotFound(err):
 			return fmt.Errorf("reading function %s: %w", st.FullName(), err)
 		}
-		if err := tableOf(st); err != nil {
+		if err := tableOf(st); err != nil { // its view's, or its states'
 			return err
 		}
 		fmt.Fprintf(opts.ErrOut, "creating function %s (reads %v)\n", st.FullName(), st.Inputs)
@@ -100,7 +102,7 @@ func createTables(ctx context.Context, cql *gocql.Session, set *manifest.Set, st
 	var tables []*table
 	byStage := map[string]*table{}
 	for _, st := range stages {
-		if st.View != nil {
+		if st.View != nil || st.Stateful {
 			t := &table{st: st, done: make(chan struct{})}
 			tables = append(tables, t)
 			byStage[st.FullName()] = t
@@ -110,6 +112,14 @@ func createTables(ctx context.Context, cql *gocql.Session, set *manifest.Set, st
 	go func() {
 		defer close(finished)
 		for _, t := range tables {
+			if t.st.Stateful {
+				ks, table := set.Tenant.Keyspace, cqlstate.TableName(t.st.Name)
+				if err := cqlstate.Ensure(ctx, cql, ks, table); err != nil {
+					t.err = fmt.Errorf("creating state table %s.%s of function %s: %w", ks, table, t.st.Name, err)
+				}
+				close(t.done)
+				continue
+			}
 			schema := t.st.View.Schema()
 			if err := cassandra.EnsureSchema(ctx, cql, schema, cassandra.Replication(set.Tenant.Replication)); err != nil {
 				t.err = fmt.Errorf("creating table %s.%s of view %s: %w", schema.Keyspace, schema.Table, t.st.View.Name, err)
@@ -126,7 +136,7 @@ func createTables(ctx context.Context, cql *gocql.Session, set *manifest.Set, st
 		case <-t.done:
 			return t.err
 		case <-ctx.Done():
-			return fmt.Errorf("creating table of view %s: %w", st.View.Name, ctx.Err())
+			return fmt.Errorf("creating the table of %s: %w", st.Name, ctx.Err())
 		}
 	}
 	return tableOf, func() { cancel(); <-finished }
@@ -263,6 +273,39 @@ func deletePackages(ctx context.Context, pulsar *pulsarx.Clients, st *manifest.S
 		}
 	}
 	return deleted, nil
+}
+
+// DropStateTables drops the state tables (cqlstate) in keyspace of the
+// function stages among stages whose functions and subscriptions are
+// gone (DeleteStages): a state table lives as long as its function's
+// subscription, since a function deployed again reads its input from the
+// first message and folds every state anew. A stage known by name only
+// (a backfill record's) counts as stateful when its table exists. It
+// returns what it dropped.
+func DropStateTables(ctx context.Context, cql *gocql.Session, keyspace string, stages []*manifest.Stage, progress io.Writer) ([]string, error) {
+	existing := map[string]bool{}
+	iter := cql.Query(`SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?`, keyspace).WithContext(ctx).Iter()
+	for name := ""; iter.Scan(&name); {
+		existing[name] = true
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("listing the tables of keyspace %s: %w", keyspace, err)
+	}
+	var dropped []string
+	for _, st := range stages {
+		table := cqlstate.TableName(st.Name)
+		if st.Kind != manifest.StageFunction || !existing[table] {
+			continue
+		}
+		delete(existing, table)
+		if err := cql.Query(`DROP TABLE IF EXISTS ` + cqlname.Table(keyspace, table)).WithContext(ctx).Exec(); err != nil {
+			return dropped, fmt.Errorf("dropping state table %s.%s of %s: %w", keyspace, table, st.FullName(), err)
+		}
+		line := fmt.Sprintf("dropped state table %s.%s of %s", keyspace, table, st.FullName())
+		fmt.Fprintln(progress, line)
+		dropped = append(dropped, line)
+	}
+	return dropped, nil
 }
 
 // DeleteTopics deletes topics (forcefully: their functions are gone),

@@ -51,6 +51,10 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		// Each run's old path stops at its switch, as before rollback
 		// graces: the next run is timed without it running alongside.
 		opts.Grace, opts.GraceSet = 0, true
+		// The whole path from the ledger, as before backfills shared the
+		// stages that did not change (a replay of an unchanged view would
+		// copy only its sink).
+		opts.CopyAll = true
 		prebuildChain(b, opts)
 		// Per-stage progress every 5 s, each line with the time since the
 		// backfill started: where the time goes.
@@ -167,7 +171,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 func (s *shop) killedFusedRun(b *testing.B, opts backfill.Options, events int64) (killed, resumed time.Duration) {
 	b.Helper()
 	start := time.Now()
-	cli := s.startBackfillCLI(b, "user_activity", s.opts.Dir, "--engine", "fused", "--grace", "0s", "--checkpoint", "500ms")
+	cli := s.startBackfillCLI(b, "user_activity", s.opts.Dir, "--engine", "fused", "--grace", "0s", "--checkpoint", "500ms", "--copy-all")
 	rec := s.killAtCheckpoint(b, cli, "user_activity", events)
 	killed = time.Since(start)
 	fmt.Fprintf(os.Stderr, "killed foldline backfill after %s with %d ledger events written\n", killed.Round(10*time.Millisecond), rec.Fused.Events)

@@ -76,8 +76,9 @@ func (s *shop) killOnce(t *testing.T, name string) bool {
 }
 
 // TestBackfillNewView adds product_sales to a pipeline whose ledger already
-// holds events: the backfill runs validate, purchases, product-sales and
-// the sink from the first event into product_sales_v1, with more events
+// holds events: the backfill shares the live validate (its output is kept
+// from the first event) and runs purchases, product-sales and the sink from
+// the first event into product_sales_v1, with more events
 // arriving and its instances killed meanwhile, and the view ends equal to
 // the fold of the whole ledger. A second backfill of the view is refused
 // while this one runs, and status shows it.
@@ -106,14 +107,19 @@ func TestBackfillNewView(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading status: %v", err)
 	}
-	if len(report.Backfills) != 1 || report.Backfills[0].View != "product_sales" || len(report.Backfills[0].Stages) != 4 {
-		t.Fatalf("status shows backfills %+v, want product_sales's with 4 stages", report.Backfills)
+	if len(report.Backfills) != 1 || report.Backfills[0].View != "product_sales" || len(report.Backfills[0].Stages) != 5 {
+		t.Fatalf("status shows backfills %+v, want product_sales's with 5 stages (dedup the first)", report.Backfills)
 	}
 
-	// Live traffic and a crash of the backfill's first stage midway.
+	// Live traffic and a crash of the backfill's first stage midway (its
+	// copy shares the live validate, which user_activity's table was built
+	// with: purchases is its first stage).
 	s.ingest(t, events[6000:])
-	validate := "validate" + "-bf-product_sales_v1"
-	testenv.WaitFor(t, time.Minute, validate+" running", func() bool { return s.killOnce(t, validate) })
+	if len(rec.Shares) != 1 || rec.Shares[0].Name != "validate" {
+		t.Fatalf("the backfill shares %+v, want validate", rec.Shares)
+	}
+	first := "purchases" + "-bf-product_sales_v1"
+	testenv.WaitFor(t, time.Minute, first+" running", func() bool { return s.killOnce(t, first) })
 	sink := "product_sales_v1-sink"
 	testenv.WaitFor(t, time.Minute, sink+" running", func() bool { return s.killOnce(t, sink) })
 
@@ -140,10 +146,10 @@ func TestBackfillNewView(t *testing.T) {
 }
 
 // TestBackfillIdenticalReplay replays user_activity with its unchanged
-// transformation and no rollback grace (--grace 0): the new table equals
-// the old one, the view switches to user_activity_v2, the old function and
-// sink are retired at once while validate (which feeds product_sales)
-// stays, the new path carries live traffic, and --activate of the old
+// transformation and no rollback grace (--grace 0): the copy is the sink
+// alone (validate and user-activity are shared), the new table equals the
+// old one, the view switches to user_activity_v2, the old sink is retired
+// at once while the shared stages stay, the new path carries live traffic, and --activate of the old
 // table is refused as stale unless --stale.
 func TestBackfillIdenticalReplay(t *testing.T) {
 	s := deployShop(t, "bfsame")
@@ -164,14 +170,18 @@ func TestBackfillIdenticalReplay(t *testing.T) {
 	if res.Table != "user_activity_v2" || res.OldTable != "user_activity_v1" {
 		t.Fatalf("switched %s → %s, want user_activity_v1 → user_activity_v2", res.OldTable, res.Table)
 	}
+	// Nothing changed: the copy is the sink alone, reading user-activity's
+	// output from the first event; only the old sink retires.
 	retired := strings.Join(res.Retired, "\n")
-	for _, want := range []string{"function " + s.tenant + "/pipeline/user-activity", "function " + s.tenant + "/pipeline/user_activity_v1-sink"} {
+	for _, want := range []string{"function " + s.tenant + "/pipeline/user_activity_v1-sink"} {
 		if !strings.Contains(retired, want+"\n") && !strings.HasSuffix(retired, want) {
 			t.Errorf("retired %q, want %s among them", res.Retired, want)
 		}
 	}
-	if strings.Contains(retired, "/validate\n") || strings.HasSuffix(retired, "/validate") {
-		t.Errorf("retired the shared validate stage: %q", res.Retired)
+	for _, shared := range []string{"/validate", "/user-activity"} {
+		if strings.Contains(retired, shared+"\n") || strings.HasSuffix(retired, shared) {
+			t.Errorf("retired the shared stage %s: %q", shared, res.Retired)
+		}
 	}
 	list, err := views.List(t.Context(), views.Options{Command: s.opts.Command})
 	if err != nil {
@@ -192,9 +202,9 @@ func TestBackfillIdenticalReplay(t *testing.T) {
 		t.Errorf("deploy after the switch would change %+v", pending)
 	}
 	if !slices.ContainsFunc(plan.Changes, func(c deploy.Change) bool {
-		return c.Action == deploy.Note && c.Name == s.tenant+"/pipeline/user-activity"
+		return c.Action == deploy.Note && c.Name == s.tenant+"/pipeline/user_activity_v1-sink" && strings.Contains(strings.Join(c.Details, " "), "run there as "+s.tenant+"/pipeline/user_activity_v2-sink")
 	}) {
-		t.Errorf("plan %+v does not note the retired user-activity", plan.Changes)
+		t.Errorf("plan %+v does not note the retired user_activity_v1-sink and the copy that runs it", plan.Changes)
 	}
 
 	s.ingest(t, events[5000:])

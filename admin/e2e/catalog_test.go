@@ -62,7 +62,7 @@ func TestViewCatalog(t *testing.T) {
 	if d.ActiveTable != "product_sales_v1" || len(d.Versions) != 1 || d.Rows != int64(len(s.expected().ProductSales)) || d.LastApplied.IsZero() {
 		t.Errorf("describe: table %s, versions %v, rows %d (want %d), last applied %v", d.ActiveTable, d.Versions, d.Rows, len(s.expected().ProductSales), d.LastApplied)
 	}
-	// product_sales ← product-sales ← purchases ← validate ← the ledger.
+	// product_sales ← product-sales ← purchases ← validate ← dedup ← the ledger.
 	var path []string
 	for step := d.Lineage; ; step = step.Upstream[0] {
 		path = append(path, step.Stage)
@@ -73,7 +73,7 @@ func TestViewCatalog(t *testing.T) {
 			break
 		}
 	}
-	if want := []string{"product_sales_v1-sink", "product-sales", "purchases", "validate"}; !slices.Equal(path, want) {
+	if want := []string{"product_sales_v1-sink", "product-sales", "purchases", "validate", "dedup"}; !slices.Equal(path, want) {
 		t.Errorf("lineage %v, want %v", path, want)
 	}
 	var out bytes.Buffer

@@ -2,15 +2,22 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/foldline/foldline/admin/backfill"
 	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/ingest"
+	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/views"
+	"github.com/foldline/foldline/internal/testenv"
 )
 
 // ordersByUnits is a changed product-sales stage (functions/examples/testdata/ordersbyunits:
@@ -111,4 +118,74 @@ func TestDeployNeverChangesAViewsCodeSilently(t *testing.T) {
 	if len(again.CodeChanges) != 0 || len(again.Pending()) != 0 {
 		t.Errorf("plan after deploy --in-place: code changes %+v, pending %+v; want none", again.CodeChanges, again.Pending())
 	}
+}
+
+// TestDeployBackfillsEveryViewACodeChangeConcerns changes validate's config
+// (a key its code reads, as far as deploy can tell: it feeds both views)
+// and runs deploy --backfill: product_sales is backfilled with a copy of
+// the whole path, then user_activity shares that copy's validate (same
+// code, kept from the first event) and copies user-activity, which the
+// manifests' user-activity could not stand in for (it reads the old
+// validate's output). With no rollback grace, six functions are left, the
+// new validate once; the plan has nothing more to change, and both views
+// equal the fold.
+func TestDeployBackfillsEveryViewACodeChangeConcerns(t *testing.T) {
+	s := deployShop(t, "codebf")
+	s.ingest(t, generate(t, 2000, 32))
+	s.waitForFold(t, 3*time.Minute)
+	ctx := t.Context()
+
+	opts := s.opts
+	opts.Dir = t.TempDir()
+	if err := os.CopyFS(opts.Dir, os.DirFS(filepath.Join(testenv.RepoRoot(), "manifests"))); err != nil {
+		t.Fatal(err)
+	}
+	editFile(t, filepath.Join(opts.Dir, "functions", "validate.yaml"), "  maxRetries: 3\n", "  maxRetries: 3\n  reviewedBy: data-quality\n")
+	plan, err := deploy.MakePlan(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.CodeChanges) != 1 || len(plan.CodeChanges[0].Views) != 2 || plan.CodeChanges[0].What[0] != "config" {
+		t.Fatalf("code changes %+v, want validate's config under both views", plan.CodeChanges)
+	}
+	var backfilled []string
+	run := func(ctx context.Context, opts deploy.Options, view string) error {
+		backfilled = append(backfilled, view)
+		bopts := backfill.Options{Options: opts, View: view, Poll: 500 * time.Millisecond, Timeout: 5 * time.Minute}
+		bopts.Grace, bopts.GraceSet = 0, true
+		_, err := backfill.Run(ctx, bopts, false)
+		return err
+	}
+	if _, err := deploy.DeployWithBackfills(ctx, opts, run); err != nil {
+		t.Fatalf("deploy --backfill: %v", err)
+	}
+	if !slices.Equal(backfilled, []string{"product_sales", "user_activity"}) {
+		t.Errorf("backfilled %v, want product_sales, then user_activity", backfilled)
+	}
+	store := backfillrecord.Store{CQL: s.session, Keyspace: s.keyspace}
+	rec, err := store.ByTable(ctx, "user_activity", "user_activity_v2")
+	if err != nil || rec == nil {
+		t.Fatalf("the record of user_activity_v2: %v, %v", rec, err)
+	}
+	if len(rec.Shares) != 1 || rec.Shares[0].Name != "validate-bf-product_sales_v2" || rec.Stages[0].Name != "user-activity-bf-user_activity_v2" {
+		t.Errorf("user_activity_v2 shares %+v and copies %+v; want validate-bf-product_sales_v2 shared, user-activity copied", rec.Shares, rec.Stages)
+	}
+	functions, err := mustClients(t, s.svc).Functions.GetFunctionsWithContext(ctx, s.tenant, pipelineNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(functions)
+	want := []string{"product-sales-bf-product_sales_v2", "product_sales_v2-sink", "purchases-bf-product_sales_v2", "user-activity-bf-user_activity_v2", "user_activity_v2-sink", "validate-bf-product_sales_v2"}
+	if !slices.Equal(functions, want) {
+		t.Errorf("functions %v, want %v", functions, want)
+	}
+	again, err := deploy.MakePlan(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Pending()) != 0 || len(again.CodeChanges) != 0 {
+		t.Errorf("plan after deploy --backfill: pending %+v, code changes %+v", again.Pending(), again.CodeChanges)
+	}
+	s.ingest(t, generate(t, 500, 33))
+	s.waitForFold(t, 3*time.Minute)
 }

@@ -119,17 +119,19 @@ func (s *shop) pulsarAdmin(t testing.TB) pulsaradmin.Client {
 	return admin
 }
 
-// generate makes n shop events (with malformed lines) from seed, their
-// event times spread over the nine days up to now: the windowed views'
-// 1-day and 7-day windows hold some of them, and the oldest are past every
-// window (their tiles expired, the sink drops them). Each time moves by up
-// to an interval either way, so that some events come after later ones.
+// generate makes n shop events (with malformed lines) from seed, with
+// ids of the seed's own (the shop counts an event once per user and id:
+// two streams into one ledger must not share ids), their event times
+// spread over the nine days up to now: the windowed views' 1-day and 7-day
+// windows hold some of them, and the oldest are past every window (their
+// tiles expired, the sink drops them). Each time moves by up to an
+// interval either way, so that some events come after later ones.
 func generate(t testing.TB, n int, seed uint64) [][]byte {
 	t.Helper()
 	var buf bytes.Buffer
 	span := 9 * 24 * time.Hour
 	interval := span / time.Duration(n)
-	if _, err := gen.Generate(&buf, gen.Options{Events: n, Users: 300, SKUs: 40, Seed: seed, Malformed: 0.01,
+	if _, err := gen.Generate(&buf, gen.Options{Events: n, Users: 300, SKUs: 40, Seed: seed, Malformed: 0.01, IDPrefix: fmt.Sprintf("s%d-", seed),
 		End: time.Now().UTC().Truncate(time.Second), Interval: interval, Jitter: interval}); err != nil {
 		t.Fatalf("generating events: %v", err)
 	}
@@ -184,6 +186,9 @@ func (s *shop) views(t testing.TB) (shopfold.Result, error) {
 	if r.UserActivity, err = s.userActivity(userActivity); err != nil {
 		return r, err
 	}
+	if r.SkuRefunds, err = s.skuRefunds(); err != nil {
+		return r, err
+	}
 	iter := s.session.Query(`SELECT sku, units, revenue_cents, orders, fl_deleted FROM ` + s.keyspace + `.` + productSales).Iter()
 	var (
 		key     string
@@ -199,6 +204,31 @@ func (s *shop) views(t testing.TB) (shopfold.Result, error) {
 		return r, fmt.Errorf("reading product_sales: %w", err)
 	}
 	return r, nil
+}
+
+// skuRefunds reads the sku_refunds view's active table in the fold's shape,
+// skipping deleted rows; a tenant deployed without the view has none.
+func (s *shop) skuRefunds() (map[string]shopfold.SkuRefundsRow, error) {
+	table, err := s.activeTable("sku_refunds")
+	if err != nil {
+		return nil, nil // not deployed (a test's manifests without it): nothing to compare
+	}
+	rows := map[string]shopfold.SkuRefundsRow{}
+	iter := s.session.Query(`SELECT sku, refunds, refunded_cents, fl_deleted FROM ` + s.keyspace + `.` + table).Iter()
+	var (
+		key     string
+		row     shopfold.SkuRefundsRow
+		deleted bool
+	)
+	for iter.Scan(&key, &row.Refunds, &row.RefundedCents, &deleted) {
+		if !deleted {
+			rows[key] = row
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", table, err)
+	}
+	return rows, nil
 }
 
 // userActivity reads a table of the user_activity view in the fold's shape,
@@ -229,9 +259,10 @@ func (s *shop) expected() shopfold.Result {
 	return foldAtCassandraPrecision(s.ledger)
 }
 
-// foldAtCassandraPrecision folds events as the views should hold them.
+// foldAtCassandraPrecision folds events as the views should hold them:
+// each event once (the shop's tenant names its events' id field).
 func foldAtCassandraPrecision(events [][]byte) shopfold.Result {
-	want := shopfold.Fold(events)
+	want := shopfold.FoldDistinct(events)
 	for k, row := range want.UserActivity {
 		row.LastSeen = row.LastSeen.Truncate(time.Millisecond).UTC()
 		want.UserActivity[k] = row
@@ -249,6 +280,9 @@ func diff(got, want shopfold.Result) string {
 	}
 	diffRows("user_activity", got.UserActivity, want.UserActivity, add)
 	diffRows("product_sales", got.ProductSales, want.ProductSales, add)
+	if got.SkuRefunds != nil { // a tenant without the view has nil
+		diffRows("sku_refunds", got.SkuRefunds, want.SkuRefunds, add)
+	}
 	return strings.Join(out, "\n")
 }
 
@@ -320,7 +354,7 @@ func (s *shop) waitForResult(t testing.TB, want shopfold.Result, timeout time.Du
 				last = s.windowsDiff(t)
 			}
 			if last == "" {
-				t.Logf("views equal the fold of %d ledger events: %d users, %d skus (windowed views compared: %v)", len(s.ledger), len(want.UserActivity), len(want.ProductSales), s.windowed)
+				t.Logf("views equal the fold of %d ledger events: %d users, %d skus sold, %d skus refunded (windowed views compared: %v)", len(s.ledger), len(want.UserActivity), len(want.ProductSales), len(want.SkuRefunds), s.windowed)
 				return
 			}
 		} else {
@@ -340,19 +374,34 @@ func (s *shop) waitForResult(t testing.TB, want shopfold.Result, timeout time.Du
 func TestShopViewsEqualFold(t *testing.T) {
 	s := deployShop(t, "fold")
 	s.ingest(t, generate(t, 5000, 11))
+	// A refund of an order no purchase precedes: sku_refunds leaves it out,
+	// and sku-refunds dead-letters it with the reason.
+	unknown := []byte(`{"id":"x-1","type":"refund","user":"u1","time":"2026-11-02T00:00:00Z","order":"no-such-order","amount_cents":100}`)
+	s.ingest(t, [][]byte{unknown})
 	s.waitForFold(t, 5*time.Minute)
+	if n := len(s.expected().UnknownOrders); n != 1 {
+		t.Fatalf("the fold has %d refunds of unknown orders, want the one published", n)
+	}
+	refundsDLQ := "persistent://" + s.tenant + "/" + pipelineNS + "/sku-refunds-dlq"
+	letter := s.deadLetters(t, refundsDLQ, 1, time.Minute)[0]
+	if reason := letter.Properties()[envelope.PropDeadLetterReason]; !bytes.Equal(letter.Payload(), unknown) || !strings.Contains(reason, `order "no-such-order": no purchase of the order precedes the refund`) {
+		t.Errorf("sku-refunds dead letter %q with reason %q, want the refund of the unknown order, saying so", letter.Payload(), reason)
+	}
 
 	rejected := s.expected().Rejected
 	if len(rejected) == 0 {
 		t.Fatal("the generated events hold no malformed line: nothing checks the dead letters")
 	}
 	dlq := "persistent://" + s.tenant + "/" + pipelineNS + "/validate-dlq"
+	// validate reads the ledger's distinct events (the dedup stage's output).
+	source := "persistent://" + s.tenant + "/" + pipelineNS + "/distinct"
 	letters := s.deadLetters(t, dlq, len(rejected), time.Minute)
 	for i, msg := range letters {
 		want := s.ledger[rejected[i]]
 		props := msg.Properties()
+		origin, err := envelope.OriginFromProperties(props)
 		if !bytes.Equal(msg.Payload(), want) || props[envelope.PropDeadLetterReason] == "" ||
-			props[envelope.PropDeadLetterSource] != ingest.DefaultTopic(s.tenant) || !envelope.HasOrigin(props) {
+			props[envelope.PropDeadLetterSource] != source || err != nil || origin.Topic != ingest.DefaultTopic(s.tenant) {
 			t.Errorf("dead letter %d: %q with properties %v; want line %d, %q, with its reason, source and origin", i, msg.Payload(), props, rejected[i]+1, want)
 		}
 	}

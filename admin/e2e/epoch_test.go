@@ -18,13 +18,14 @@ import (
 // TestShopViewsRefuseARecreatedLedger deletes the ledger topic under a
 // running pipeline and publishes into its new incarnation, as after a
 // cluster's metadata was lost while Cassandra kept the tables: the new
-// incarnation has another epoch, and its operations on rows the old one
-// built are rejected into the sink's dead-letter topic with the reason —
-// never skipped as applied, never folded into the old rows. Events from
-// foldline ingest carry the epoch themselves; events from a plain producer
-// take it from the topic itself (validate's runtime reads the topic's
-// property, and gives a topic that has none a fresh one), whether or not
-// foldline deploy ran since the topic was created again.
+// incarnation has another epoch, and its events of keys the old one
+// folded are rejected into the dead-letter topic of the first stage that
+// keeps state by position, the dedup stage, with the reason — never
+// skipped as seen, never folded into the old rows. Events from foldline
+// ingest carry the epoch themselves; events from a plain producer take it
+// from the topic itself (the runtime reads the topic's property, and gives
+// a topic that has none a fresh one), whether or not foldline deploy ran
+// since the topic was created again.
 func TestShopViewsRefuseARecreatedLedger(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -66,14 +67,14 @@ func TestShopViewsRefuseARecreatedLedger(t *testing.T) {
 			if err := admin.Topics().Delete(*ledger, true, true); err != nil {
 				t.Fatalf("deleting the ledger topic: %v", err)
 			}
-			// validate's consumer reconnects and re-creates the topic with
+			// dedup's consumer reconnects and re-creates the topic with
 			// its subscription at Earliest.
-			testenv.WaitFor(t, 2*time.Minute, "validate subscribed to the new ledger topic", func() bool {
+			testenv.WaitFor(t, 2*time.Minute, "dedup subscribed to the new ledger topic", func() bool {
 				stats, err := admin.Topics().GetStats(*ledger)
 				if err != nil {
 					return false
 				}
-				_, ok := stats.Subscriptions["validate"]
+				_, ok := stats.Subscriptions["dedup"]
 				return ok
 			})
 			if tt.redeploy {
@@ -101,11 +102,11 @@ func TestShopViewsRefuseARecreatedLedger(t *testing.T) {
 	}
 }
 
-// requireEpochRejections waits up to 3 minutes for n operations in
-// user_activity's sink dead-letter topic, each rejected for its epoch.
+// requireEpochRejections waits up to 3 minutes for n events in the dedup
+// stage's dead-letter topic, each rejected for its epoch.
 func (s *shop) requireEpochRejections(t *testing.T, n int) {
 	t.Helper()
-	dlq := "persistent://" + s.tenant + "/" + pipelineNS + "/user_activity-sink-dlq"
+	dlq := "persistent://" + s.tenant + "/" + pipelineNS + "/dedup-dlq"
 	for _, msg := range s.deadLetters(t, dlq, n, 3*time.Minute) {
 		if reason := msg.Properties()[envelope.PropDeadLetterReason]; !strings.Contains(reason, "another epoch") {
 			t.Fatalf("dead letter with reason %q, want the epoch named", reason)

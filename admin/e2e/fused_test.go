@@ -8,8 +8,8 @@ import (
 	"github.com/foldline/foldline/admin/manifest"
 )
 
-// TestFusedBackfill backfills user_activity with the fused engine: the
-// copy's path runs on this machine over the ledger (a local process per
+// TestFusedBackfill backfills user_activity with the fused engine, copying
+// the whole path (--copy-all): the copy's path runs on this machine over the ledger (a local process per
 // function, no topics, the sink's own code writing the new table), then the
 // copy is deployed from the last event it read. The new table equals the
 // old one, the malformed lines are in the copy's dead-letter topic as a
@@ -23,6 +23,7 @@ func TestFusedBackfill(t *testing.T) {
 	opts := s.backfillOptions("user_activity", s.opts.Dir)
 	opts.RequireIdentical = true
 	opts.Engine = backfill.EngineFused
+	opts.CopyAll = true // the whole path from the ledger, validate's dead letters too
 	res, err := backfill.Run(t.Context(), opts, false)
 	if err != nil {
 		t.Fatalf("backfilling user_activity with the fused engine: %v", err)

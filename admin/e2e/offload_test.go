@@ -48,6 +48,7 @@ func TestBackfillReadsOffloadedLedger(t *testing.T) {
 
 	opts := s.backfillOptions("user_activity", s.opts.Dir)
 	opts.RequireIdentical = true
+	opts.CopyAll = true // from the (offloaded) ledger, not the live stages' outputs
 	res, err := backfill.Run(t.Context(), opts, false)
 	if err != nil {
 		t.Fatalf("backfilling user_activity over the offloaded ledger: %v", err)

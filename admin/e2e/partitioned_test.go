@@ -16,7 +16,7 @@ import (
 
 // partitionedStages are the shop's stages as PartitionedShopManifests
 // deploys them, every one with partitionCount instances.
-var partitionedStages = []string{"validate", "user-activity", "purchases", "product-sales", "user_activity_v1-sink", "product_sales_v1-sink"}
+var partitionedStages = []string{"dedup", "validate", "user-activity", "purchases", "product-sales", "user_activity_v1-sink", "product_sales_v1-sink", "orders", "sku-refunds", "sku_refunds_v1-sink"}
 
 const partitionCount = 4
 
@@ -52,6 +52,7 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	// partitions and instances, and replays it identically.
 	opts := s.backfillOptions("product_sales", s.opts.Dir)
 	opts.RequireIdentical = true
+	opts.CopyAll = true // the whole path, partitions and all
 	res, err := backfill.Run(t.Context(), opts, false)
 	if err != nil {
 		t.Fatalf("backfilling product_sales: %v", err)
@@ -64,6 +65,7 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	fused := s.backfillOptions("user_activity", s.opts.Dir)
 	fused.RequireIdentical = true
 	fused.Engine = backfill.EngineFused
+	fused.CopyAll = true
 	if res, err := backfill.Run(t.Context(), fused, false); err != nil {
 		t.Fatalf("backfilling user_activity with the fused engine: %v", err)
 	} else if res.Diff == nil || !res.Diff.Identical() || res.Diff.NewRows == 0 {
@@ -77,12 +79,12 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	stages := slices.Clone(partitionedStages)
-	// The backfills' copies now serve both views (the old validate went
-	// with the second: the first had its own copy).
+	// The backfills' copies now serve two views (the old dedup and
+	// validate stay for sku_refunds, which was not backfilled).
 	suffix := manifest.ForkSuffix(res.Table)
-	stages[2], stages[3], stages[5] = "purchases"+suffix, "product-sales"+suffix, res.Table+"-sink"
+	stages[3], stages[4], stages[6] = "purchases"+suffix, "product-sales"+suffix, res.Table+"-sink"
 	uaSuffix := manifest.ForkSuffix("user_activity_v2")
-	stages[0], stages[1], stages[4] = "validate"+uaSuffix, "user-activity"+uaSuffix, "user_activity_v2-sink"
+	stages[0], stages[1], stages[2], stages[5] = "dedup"+uaSuffix, "validate"+uaSuffix, "user-activity"+uaSuffix, "user_activity_v2-sink"
 	for _, name := range stages {
 		stats, err := pulsar.Functions.GetFunctionStatsWithContext(t.Context(), s.tenant, pipelineNS, name)
 		if err != nil {
@@ -99,7 +101,7 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	}
 	// Every partition of every pipeline topic got events: the ledger's
 	// split by key carried through the stages, routed by origin.
-	for _, topic := range []string{"valid", "purchases", "user-activity-ops", "product-sales-ops", "purchases" + suffix, "product-sales-ops" + suffix} {
+	for _, topic := range []string{"distinct", "valid", "purchases", "user-activity-ops", "orders", "sku-refunds-ops", "product-sales-ops", "purchases" + suffix, "product-sales-ops" + suffix} {
 		full := "persistent://" + s.tenant + "/" + pipelineNS + "/" + topic
 		for p := range partitionCount {
 			n, err := pulsarx.Entries(t.Context(), pulsar, partitionName(full, p))

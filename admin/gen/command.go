@@ -53,6 +53,7 @@ share of lines that the validate stage must reject.`,
 	f.IntVar(&opts.Users, "users", 1000, "number of distinct users")
 	f.IntVar(&opts.SKUs, "skus", 100, "number of distinct products")
 	f.Uint64Var(&opts.Seed, "seed", 0, "picks the stream; the same seed gives the same bytes")
+	f.StringVar(&opts.IDPrefix, "id-prefix", "", "goes before every event and order id: streams of different seeds into one ledger need their own (a ledger counts an event once per id)")
 	f.Float64Var(&opts.Malformed, "malformed", 0.01, "share of malformed lines, 0 to 1")
 	f.StringVar(&start, "start", DefaultStart.Format(time.RFC3339), "time of the first event, RFC 3339")
 	f.StringVar(&end, "end", "", "time of the last event instead of --start, RFC 3339 or now (windowed views keep only the last window)")

@@ -47,6 +47,11 @@ type Options struct {
 	// Jitter moves each event time by up to ± this much, which puts events
 	// slightly out of order (default 2s).
 	Jitter time.Duration
+	// IDPrefix goes before every event id and order id (default none:
+	// e-1, o-1, …). Event ids are unique within a stream, and a ledger
+	// counts an event once per id and user: streams of different seeds
+	// published to one ledger need prefixes of their own.
+	IDPrefix string
 }
 
 // Defaults of Options.
@@ -237,7 +242,7 @@ func (g *generator) event(b []byte, i int) []byte {
 	malformed := g.o.Malformed > 0 && g.float() < g.o.Malformed
 	at := g.timeOf(i)
 	user := g.user()
-	g.fields = append(g.fields[:0], text("id", "e-"+strconv.Itoa(i+1)), field{}, text("user", user), text("time", timeText(at)))
+	g.fields = append(g.fields[:0], text("id", g.o.IDPrefix+"e-"+strconv.Itoa(i+1)), field{}, text("user", user), text("time", timeText(at)))
 	const typeField = 1
 	u := g.float()
 	switch {
@@ -258,7 +263,7 @@ func (g *generator) event(b []byte, i int) []byte {
 		// A malformed line is never a refund: refunds only name orders that
 		// a well-formed purchase opened.
 		g.orders++
-		id := "o-" + strconv.Itoa(g.orders)
+		id := g.o.IDPrefix + "o-" + strconv.Itoa(g.orders)
 		sku, price := g.sku()
 		qty := g.qty()
 		g.fields[typeField] = text("type", "purchase")

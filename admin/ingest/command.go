@@ -29,8 +29,15 @@ Re-running ingest on the same file after a crash publishes no line twice and
 reports how many lines were already in the ledger: the ledger namespace
 deduplicates by producer name (derived from the file's content) and sequence
 id (the line number). A different file, however similar, is never taken for
-a re-run.`,
+a re-run. Standard input is published line by line as it comes.
+
+Each event counts once in the views whatever publishes it again (another
+file, standard input again, a live producer, long after) when the tenant's
+manifest names its events' id field (eventId): the ledger's only reader is
+then the dedup stage, which passes an event on the first time its id comes
+under its key.`,
 		Example: `  foldline gen --events 100000 --seed 7 | foldline ingest --tenant shop -
+  tail -f app-events.jsonl | foldline ingest --tenant shop -
   foldline ingest --tenant shop events-2026-11-*.jsonl`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -20,7 +20,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +37,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/ledgerepoch"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/progress"
+	"github.com/foldline/foldline/client"
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/internal/services"
@@ -291,20 +291,6 @@ func createTopic(ctx context.Context, admin pulsaradmin.Client, topic *utils.Top
 	}
 }
 
-// spool makes a named file of standard input, so it can be hashed and then read.
-func spool(r io.Reader) (string, error) {
-	f, err := os.CreateTemp("", "foldline-ingest-*.jsonl")
-	if err != nil {
-		return "", fmt.Errorf("spooling standard input: %w", err)
-	}
-	defer f.Close()
-	if _, err := io.Copy(f, r); err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("spooling standard input: %w", err)
-	}
-	return f.Name(), nil
-}
-
 // ContentID hashes a file's content: the stable identity of an ingest.
 func ContentID(path string) (id string, lines int64, err error) {
 	f, err := os.Open(path)
@@ -336,15 +322,10 @@ const (
 )
 
 func ingestFile(ctx context.Context, client pulsar.Client, opts Options, epoch, name string) (FileResult, error) {
-	path := name
 	if name == "-" {
-		p, err := spool(opts.Stdin)
-		if err != nil {
-			return FileResult{}, err
-		}
-		defer os.Remove(p)
-		path = p
+		return ingestStream(ctx, client, opts, epoch)
 	}
+	path := name
 	id, total, err := ContentID(path)
 	if err != nil {
 		return FileResult{}, err
@@ -446,20 +427,101 @@ func ingestFile(ctx context.Context, client pulsar.Client, opts Options, epoch, 
 	return res, nil
 }
 
-// keyAndTime reads the entity key and event time of a line. A line that is
-// not a JSON object still goes to the ledger (without key and time): the
-// validating function dead-letters it with the reason, so nothing is lost.
+// keyAndTime reads the entity key and event time of a line, as a live
+// producer does (package client). A line that is not a JSON object still
+// goes to the ledger (without key and time): the validating function
+// dead-letters it with the reason, so nothing is lost.
 func keyAndTime(line []byte, keyField, timeField string) (string, time.Time) {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(line, &fields) != nil {
-		return "", time.Time{}
-	}
-	var key, ts string
-	_ = json.Unmarshal(fields[keyField], &key)
-	_ = json.Unmarshal(fields[timeField], &ts)
-	t, err := time.Parse(time.RFC3339Nano, ts)
+	f, _ := client.Fields(line, "", keyField, timeField)
+	return f.Key, f.Time
+}
+
+// streamDelay is the longest a line read from a stream waits for others
+// to share its batch.
+const streamDelay = 10 * time.Millisecond
+
+// ingestStream publishes standard input line by line as the lines come,
+// each in a batch within streamDelay, until it ends. Its content is not
+// known before it ends, so it is not published under a producer named by
+// its content, and the broker does not recognise a stream published again:
+// each event then counts once by its id (a tenant whose manifest names its
+// eventId), as with any live producer (package client).
+func ingestStream(ctx context.Context, pc pulsar.Client, opts Options, epoch string) (FileResult, error) {
+	res := FileResult{File: "-"}
+	producer, err := pc.CreateProducer(pulsar.ProducerOptions{
+		Topic:                   opts.Topic,
+		SendTimeout:             -1,
+		BatchingMaxMessages:     batchMessages,
+		BatchingMaxSize:         batchBytes,
+		BatchingMaxPublishDelay: streamDelay,
+		MaxPendingMessages:      8 * batchMessages,
+		CompressionType:         opts.compression,
+	})
 	if err != nil {
-		return key, time.Time{}
+		return res, fmt.Errorf("creating a producer on %s: %w", opts.Topic, err)
 	}
-	return key, t
+	defer producer.Close()
+	res.Producer = producer.Name()
+	var bar *progress.Bar
+	if opts.Progress != nil {
+		bar = progress.New(opts.Progress, "ingest -", "ev", 0)
+	}
+	var (
+		mu        sync.Mutex
+		published int64
+		sendErr   error
+	)
+	props := map[string]string{envelope.PropLedgerEpoch: epoch}
+	r := bufio.NewReaderSize(opts.Stdin, 64*1024)
+	for lineNo := int64(1); ; lineNo++ {
+		line, readErr := r.ReadBytes('\n')
+		if len(line) > 0 {
+			res.Lines++
+			if len(bytes.TrimSpace(line)) == 0 {
+				res.Blank++
+			} else {
+				line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+				msg := &pulsar.ProducerMessage{Payload: line, Properties: props}
+				msg.Key, msg.EventTime = keyAndTime(line, opts.KeyField, opts.TimeField)
+				n := lineNo
+				producer.SendAsync(ctx, msg, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil && sendErr == nil {
+						sendErr = fmt.Errorf("publishing line %d of standard input: %w", n, err)
+					} else if err == nil {
+						published++
+					}
+				})
+			}
+			if bar != nil {
+				bar.Set(res.Lines)
+			}
+		}
+		if readErr == io.EOF {
+			break
+		}
+		if readErr != nil {
+			return res, fmt.Errorf("reading standard input at line %d: %w", lineNo, readErr)
+		}
+		mu.Lock()
+		failed := sendErr
+		mu.Unlock()
+		if failed != nil {
+			return res, failed
+		}
+	}
+	if err := producer.FlushWithCtx(ctx); err != nil {
+		return res, fmt.Errorf("flushing standard input: %w", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	res.Published = published
+	if sendErr != nil {
+		return res, sendErr
+	}
+	if bar != nil {
+		bar.Finish()
+	}
+	return res, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -343,5 +344,48 @@ func TestIngestCompressesTheLedger(t *testing.T) {
 	t.Logf("%d bytes of lines stored in %d bytes without compression, %d with the default", raw, stored["none"], stored[""])
 	if stored["none"] < int64(raw) || stored[""]*2 > stored["none"] {
 		t.Fatalf("stored %d bytes with the default compression against %d without (lines: %d bytes): want at most half", stored[""], stored["none"], raw)
+	}
+}
+
+// TestIngestStreamsStandardInput checks that lines on standard input reach
+// the ledger as they come, long before the input ends.
+func TestIngestStreamsStandardInput(t *testing.T) {
+	l := newLedger(t, true)
+	r, w := io.Pipe()
+	done := make(chan error, 1)
+	var res []ingest.FileResult
+	go func() {
+		var err error
+		res, err = ingest.Run(t.Context(), ingest.Options{Services: l.svc, Tenant: l.tenant, Files: []string{"-"}, Stdin: r})
+		done <- err
+	}()
+	reader, err := l.client.CreateReader(pulsar.ReaderOptions{Topic: l.topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	lines := events(6, "live")
+	for i, line := range lines {
+		if _, err := io.WriteString(w, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		// Each line is in the ledger before the next is written, and the
+		// input is still open.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		msg, err := reader.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("line %d not in the ledger 10 s after it was written (the input still open): %v", i+1, err)
+		}
+		if string(msg.Payload()) != line {
+			t.Fatalf("ledger event %d: %q, want %q", i+1, msg.Payload(), line)
+		}
+	}
+	w.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Published != int64(len(lines)) || res[0].Lines != int64(len(lines)) {
+		t.Errorf("stream: %+v, want %d published", res[0], len(lines))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/foldline/foldline/admin/internal/gobuild"
+	"github.com/foldline/foldline/functions/keyed/cqlstate"
 	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -290,6 +291,44 @@ func (s *Set) checkFunction(f *Function) Problems {
 	}
 	ps = append(ps, s.checkUserConfig(f.Source, "userConfig", c.UserConfig)...)
 	ps = append(ps, checkMemory(f.Source, c.Resources, c.UserConfig)...)
+	if f.Stateful {
+		ps = append(ps, checkStateful(f)...)
+	} else if f.Binary == DedupBinary {
+		ps = append(ps, f.Ref.Problem(f.RefField+".stateful", "the event-id deduplication keeps the ids it has seen per key: set stateful: true"))
+	}
+	return ps
+}
+
+// statefulDeployKeys are the keys of a stateful function's user config
+// that deploy fills in: where its states live.
+var statefulDeployKeys = []string{"hosts", cqlstate.UserConfigKeyspace, cqlstate.UserConfigTable}
+
+// checkStateful checks what a stateful function needs: its acknowledgements
+// left to the runtime (which acknowledges an input only once its state
+// change is saved, see package keyed), Cassandra settings the state table's
+// client takes, and, with several instances, no key kept in memory once
+// another instance may have taken it over.
+func checkStateful(f *Function) Problems {
+	var ps Problems
+	c := f.Config
+	if c.ProcessingGuarantees != "ATLEAST_ONCE" || !c.AutoAck {
+		ps = append(ps, f.Source.Problem("processingGuarantees", "%s with autoAck %v: a stateful function needs ATLEAST_ONCE with autoAck, so that the runtime acknowledges an input only once the state change it caused is saved", c.ProcessingGuarantees, c.AutoAck))
+	}
+	for _, key := range statefulDeployKeys {
+		if _, ok := c.UserConfig[key]; ok {
+			ps = append(ps, f.Source.Problem("userConfig."+key, "set by deploy (the tenant's Cassandra, keyspace and the function's state table): remove it"))
+		}
+	}
+	_, err := cassandra.ParseSettings(c.UserConfig)
+	for _, p := range sinkProblems(err) {
+		ps = append(ps, f.Source.Problem("userConfig."+p.field, "%s", p.message))
+	}
+	cache, set := c.UserConfig[cqlstate.UserConfigCache]
+	if n, ok := cache.(int); set && (!ok || n < 0) {
+		ps = append(ps, f.Source.Problem("userConfig."+cqlstate.UserConfigCache, "%v: want a whole number, 0 or more", cache))
+	} else if c.Parallelism > 1 && (!set || n != 0) {
+		ps = append(ps, f.Source.Problem("userConfig."+cqlstate.UserConfigCache, "a stateful function with %d instances: set 0, a key's state kept in memory may be stale once another instance took the key over and folded more of it", c.Parallelism))
+	}
 	return ps
 }
 

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/foldline/foldline/functions/dedup"
 )
 
 // StageKind tells a pipeline function from a view's sink.
@@ -39,6 +41,9 @@ type Stage struct {
 	SubName       string
 	Binary        string
 	Parallelism   int
+	// Stateful is set on a stateful function (FunctionRef.Stateful): it
+	// keeps its keys' states in the table StateTable names.
+	Stateful bool
 	// Function is set for a pipeline function, View for a sink.
 	Function *Function
 	View     *View
@@ -79,7 +84,7 @@ func (s *Set) Stages() []*Stage {
 		stages = append(stages, &Stage{
 			Kind: StageFunction, Name: c.Name, Tenant: c.Tenant, Namespace: c.Namespace,
 			Inputs: c.Inputs, Output: c.Output, OutputPartitions: partitions[c.Output], SubName: c.SubName, Binary: f.Binary,
-			Parallelism: c.Parallelism, Function: f,
+			Parallelism: c.Parallelism, Stateful: f.Stateful, Function: f,
 		})
 	}
 	for _, v := range s.Views {
@@ -205,6 +210,7 @@ func (s *Set) Graph() (*Graph, Problems) {
 	}
 	routeByOrigin(stages)
 	ps = append(ps, g.orderingProblems(stages)...)
+	ps = append(ps, s.eventIDProblems(stages, g)...)
 	order, cycle := topologicalOrder(stages, g)
 	g.Order = order
 	if cycle != nil {
@@ -438,6 +444,43 @@ func (g *Graph) orderingProblems(stages []*Stage) Problems {
 		}
 		if rc, ok := st.userConfig()["row_cache"]; !ok || rc != 0 {
 			ps = append(ps, st.problem("userConfig.row_cache", "view %s's sink runs %d instances: set 0, a cached row may be stale once another instance wrote it", st.View.Name, st.Parallelism))
+		}
+	}
+	return ps
+}
+
+// eventIDProblems reports what would let an event through twice, or stop
+// ingestion, for a tenant that names its events' id field (Tenant.EventID):
+// the only reader of each ledger topic is the event-id deduplication,
+// whose id field is the tenant's; and a deduplication stage of a tenant
+// that names none.
+func (s *Set) eventIDProblems(stages []*Stage, g *Graph) Problems {
+	var ps Problems
+	eventID := ""
+	if s.Tenant != nil {
+		eventID = s.Tenant.EventID
+	}
+	for _, st := range stages {
+		if st.Function == nil {
+			continue
+		}
+		isDedup := st.Binary == DedupBinary
+		if isDedup {
+			field, set := st.userConfig()[dedup.UserConfigIDField]
+			switch {
+			case eventID == "":
+				ps = append(ps, st.Function.Ref.Problem(st.Function.RefField+".binary", "the event-id deduplication needs the events' id field: name it in the tenant manifest (eventId)"))
+			case set && field != eventID:
+				ps = append(ps, st.problem("userConfig."+dedup.UserConfigIDField, "%v: deploy sets the tenant's eventId, %q: remove it", field, eventID))
+			}
+		}
+		if eventID == "" || isDedup {
+			continue
+		}
+		for i, in := range st.Inputs {
+			if g.Ledger[in] {
+				ps = append(ps, st.problem(fmt.Sprintf("inputs[%d]", i), "%s is the ledger of a tenant whose events have ids (eventId %s): only the event-id deduplication (%s, stateful) reads it, so that no event counts twice; read its output instead", in, eventID, DedupBinary))
+			}
 		}
 	}
 	return ps

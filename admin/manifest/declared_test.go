@@ -80,7 +80,7 @@ func TestDeclaredViewIsAStage(t *testing.T) {
 	for _, st := range manifest.ForkPath(graph.PathTo("sku_units_1d"), 2) {
 		forked = append(forked, st.Name)
 	}
-	if want := []string{"validate-bf-sku_units_1d_v2", "sku_units_1d-declared-bf-sku_units_1d_v2", "sku_units_1d_v2-sink"}; !slices.Equal(forked, want) {
+	if want := []string{"dedup-bf-sku_units_1d_v2", "validate-bf-sku_units_1d_v2", "sku_units_1d-declared-bf-sku_units_1d_v2", "sku_units_1d_v2-sink"}; !slices.Equal(forked, want) {
 		t.Errorf("backfill path %v, want %v", forked, want)
 	}
 }

@@ -33,11 +33,11 @@ func TestLintRefusesADiamond(t *testing.T) {
 			message: "diamond: one event of persistent://shop/ledger/events reaches product-sales by two inputs, " + p + "purchases (written by purchases) and " + p + "valid (written by validate)",
 		},
 		{
-			name: "a stage reads the ledger and a topic derived from it",
+			name: "a stage reads the first stage's topic and a topic derived from it",
 			edits: []edit{{file: "functions/user-activity.yaml",
-				old: "  - " + p + "valid\n", new: "  - " + p + "valid\n  - persistent://shop/ledger/events\n"}},
-			file: "functions/user-activity.yaml", at: "- persistent://shop/ledger/events", field: "inputs[1]",
-			message: "reaches user-activity by two inputs, " + p + "valid (written by validate) and persistent://shop/ledger/events (the ledger)",
+				old: "  - " + p + "valid\n", new: "  - " + p + "valid\n  - " + p + "distinct\n"}},
+			file: "functions/user-activity.yaml", at: "- " + p + "distinct", field: "inputs[1]",
+			message: "reaches user-activity by two inputs, " + p + "valid (written by validate) and " + p + "distinct (written by dedup)",
 		},
 		{
 			name: "two functions fed by one stage write one topic",

@@ -72,6 +72,15 @@ func UnforkedTopic(topic string) string { return UnforkedName(topic) }
 // table under the name and subscription deploy would give it. Dead-letter
 // topics get the suffix too. The path's stages are left untouched.
 func ForkPath(path []*Stage, version int) []*Stage {
+	return ForkPathSharing(path, version, nil)
+}
+
+// ForkPathSharing is ForkPath with the stages of path that shared names
+// (by name, each mapped to the output topic it is read from: its own, or a
+// copy's that carries it) left out of the copy: the copy reads their
+// retained outputs instead of running them again. A stage downstream of a
+// copied one must be copied too; the sink always is.
+func ForkPathSharing(path []*Stage, version int, shared map[string]string) []*Stage {
 	var view *View
 	for _, st := range path {
 		if st.View != nil {
@@ -86,9 +95,14 @@ func ForkPath(path []*Stage, version int) []*Stage {
 	suffix := ForkSuffix(newView.Table())
 	renamed := map[string]string{} // old output topic → new
 	for _, st := range path {
-		if st.Output != "" {
-			renamed[st.Output] = st.Output + suffix
+		if st.Output == "" {
+			continue
 		}
+		if from, ok := shared[st.Name]; ok {
+			renamed[st.Output] = from
+			continue
+		}
+		renamed[st.Output] = st.Output + suffix
 	}
 	input := func(topic string) string {
 		if r, ok := renamed[topic]; ok {
@@ -98,6 +112,9 @@ func ForkPath(path []*Stage, version int) []*Stage {
 	}
 	forked := make([]*Stage, 0, len(path))
 	for _, st := range path {
+		if _, ok := shared[st.Name]; ok && st.View == nil {
+			continue
+		}
 		c := *st
 		c.Inputs = make([]string, len(st.Inputs))
 		for i, in := range st.Inputs {

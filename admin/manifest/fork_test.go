@@ -43,7 +43,8 @@ func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
 		{
 			name: "shared validate gets its own copy and topic", view: "user_activity", version: 2,
 			want: []forkedStage{
-				{"validate-bf-user_activity_v2", "validate-bf-user_activity_v2", p + "valid-bf-user_activity_v2", p + "validate-dlq-bf-user_activity_v2", []string{"persistent://shop/ledger/events"}},
+				{"dedup-bf-user_activity_v2", "dedup-bf-user_activity_v2", p + "distinct-bf-user_activity_v2", p + "dedup-dlq-bf-user_activity_v2", []string{"persistent://shop/ledger/events"}},
+				{"validate-bf-user_activity_v2", "validate-bf-user_activity_v2", p + "valid-bf-user_activity_v2", p + "validate-dlq-bf-user_activity_v2", []string{p + "distinct-bf-user_activity_v2"}},
 				{"user-activity-bf-user_activity_v2", "user-activity-bf-user_activity_v2", p + "user-activity-ops-bf-user_activity_v2", p + "user-activity-dlq-bf-user_activity_v2", []string{p + "valid-bf-user_activity_v2"}},
 				{"user_activity_v2-sink", "user_activity_v2-sink", "", p + "user_activity-sink-dlq-bf-user_activity_v2", []string{p + "user-activity-ops-bf-user_activity_v2"}},
 			},
@@ -51,7 +52,8 @@ func TestForkPathRenamesEveryStageOfTheViewsPath(t *testing.T) {
 		{
 			name: "a longer path, version kept", view: "product_sales", version: 1,
 			want: []forkedStage{
-				{"validate-bf-product_sales_v1", "validate-bf-product_sales_v1", p + "valid-bf-product_sales_v1", p + "validate-dlq-bf-product_sales_v1", []string{"persistent://shop/ledger/events"}},
+				{"dedup-bf-product_sales_v1", "dedup-bf-product_sales_v1", p + "distinct-bf-product_sales_v1", p + "dedup-dlq-bf-product_sales_v1", []string{"persistent://shop/ledger/events"}},
+				{"validate-bf-product_sales_v1", "validate-bf-product_sales_v1", p + "valid-bf-product_sales_v1", p + "validate-dlq-bf-product_sales_v1", []string{p + "distinct-bf-product_sales_v1"}},
 				{"purchases-bf-product_sales_v1", "purchases-bf-product_sales_v1", p + "purchases-bf-product_sales_v1", p + "purchases-dlq-bf-product_sales_v1", []string{p + "valid-bf-product_sales_v1"}},
 				{"product-sales-bf-product_sales_v1", "product-sales-bf-product_sales_v1", p + "product-sales-ops-bf-product_sales_v1", p + "product-sales-dlq-bf-product_sales_v1", []string{p + "purchases-bf-product_sales_v1"}},
 				{"product_sales_v1-sink", "product_sales_v1-sink", "", p + "product_sales-sink-dlq-bf-product_sales_v1", []string{p + "product-sales-ops-bf-product_sales_v1"}},
@@ -159,6 +161,49 @@ func TestForkPathKeepsTheMemoryLimitAPodHolds(t *testing.T) {
 			forked := manifest.ForkPath(path, 2)
 			if got := forked[0].Function.Config.UserConfig["memoryLimitMB"]; got != tc.want {
 				t.Errorf("the copy's memoryLimitMB is %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestForkPathSharingCopiesOnlyWhatChanged checks a backfill's copy that
+// shares the unchanged stages upstream: they are left out, the first
+// copied stage reads their output topic (the manifests', or the one a
+// copy carrying them writes), and everything downstream is renamed.
+func TestForkPathSharingCopiesOnlyWhatChanged(t *testing.T) {
+	graph := shopGraph(t)
+	const p = "persistent://shop/pipeline/"
+	cases := []struct {
+		name   string
+		shared map[string]string
+		want   []forkedStage
+	}{
+		{
+			name: "dedup and validate shared", shared: map[string]string{"dedup": p + "distinct", "validate": p + "valid"},
+			want: []forkedStage{
+				{"purchases-bf-product_sales_v2", "purchases-bf-product_sales_v2", p + "purchases-bf-product_sales_v2", p + "purchases-dlq-bf-product_sales_v2", []string{p + "valid"}},
+				{"product-sales-bf-product_sales_v2", "product-sales-bf-product_sales_v2", p + "product-sales-ops-bf-product_sales_v2", p + "product-sales-dlq-bf-product_sales_v2", []string{p + "purchases-bf-product_sales_v2"}},
+				{"product_sales_v2-sink", "product_sales_v2-sink", "", p + "product_sales-sink-dlq-bf-product_sales_v2", []string{p + "product-sales-ops-bf-product_sales_v2"}},
+			},
+		},
+		{
+			name: "everything but the sink shared, purchases through a copy", shared: map[string]string{"dedup": p + "distinct", "validate": p + "valid", "purchases": p + "purchases-bf-product_sales_v1", "product-sales": p + "product-sales-ops-bf-product_sales_v1"},
+			want: []forkedStage{
+				{"product_sales_v2-sink", "product_sales_v2-sink", "", p + "product_sales-sink-dlq-bf-product_sales_v2", []string{p + "product-sales-ops-bf-product_sales_v1"}},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forked := manifest.ForkPathSharing(graph.PathTo("product_sales"), 2, tc.shared)
+			if len(forked) != len(tc.want) {
+				t.Fatalf("%d stages copied, want %d", len(forked), len(tc.want))
+			}
+			for i, st := range forked {
+				w := tc.want[i]
+				if st.Name != w.name || st.SubName != w.sub || st.Output != w.output || st.DeadLetterTopic() != w.dlt || !slices.Equal(st.Inputs, w.inputs) {
+					t.Errorf("stage %d: %s sub %s output %s dlt %s inputs %v; want %+v", i, st.Name, st.SubName, st.Output, st.DeadLetterTopic(), st.Inputs, w)
+				}
 			}
 		})
 	}

@@ -203,7 +203,7 @@ func (l *loader) resolveFunctions() {
 				continue
 			}
 			l.used[file] = true
-			f := &Function{Binary: ref.Binary, Pipeline: p.Name, Ref: p.Source, RefField: field, Source: Source{File: file}}
+			f := &Function{Binary: ref.Binary, Stateful: ref.Stateful, Pipeline: p.Name, Ref: p.Source, RefField: field, Source: Source{File: file}}
 			l.decode(node, &f.Config, &f.Source)
 			l.set.Functions = append(l.set.Functions, f)
 		}

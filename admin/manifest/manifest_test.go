@@ -54,7 +54,7 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 		},
 		{
 			name:  "cycle",
-			edits: []edit{{"functions/validate.yaml", "  - persistent://shop/ledger/events", "  - persistent://shop/ledger/events\n  - persistent://shop/pipeline/purchases"}},
+			edits: []edit{{"functions/validate.yaml", "  - persistent://shop/pipeline/distinct", "  - persistent://shop/pipeline/distinct\n  - persistent://shop/pipeline/purchases"}},
 			want:  []wantProblem{{"functions/purchases.yaml", "inputs:", "inputs", "cycle: purchases → validate → purchases"}},
 		},
 		{
@@ -80,7 +80,7 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			edits: []edit{{"functions/purchases.yaml", "output: persistent://shop/pipeline/purchases", "output: persistent://shop/ledger/events"}},
 			want: []wantProblem{
 				{"functions/purchases.yaml", "output:", "output", "is a ledger topic: only ingest writes the ledger"},
-				{"functions/purchases.yaml", "inputs:", "inputs", "cycle: purchases → validate → purchases"},
+				{"functions/validate.yaml", "inputs:", "inputs", "cycle: validate → purchases → dedup → validate"},
 				{"functions/product-sales.yaml", "pipeline/purchases", "inputs[0]", "nothing writes persistent://shop/pipeline/purchases"},
 			},
 		},
@@ -90,6 +90,7 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			// Reported with its consequences: the DAG is checked too, so the
 			// stages that read the old topic learn that nothing writes it.
 			want: []wantProblem{
+				{"functions/orders.yaml", "- persistent://shop/pipeline/valid", "inputs[0]", "nothing writes persistent://shop/pipeline/valid"},
 				{"functions/purchases.yaml", "- persistent://shop/pipeline/valid", "inputs[0]", "nothing writes persistent://shop/pipeline/valid"},
 				{"functions/user-activity.yaml", "- persistent://shop/pipeline/valid", "inputs[0]", "nothing writes persistent://shop/pipeline/valid"},
 				{"functions/validate.yaml", "output:", "output", "namespace elsewhere, which the tenant manifest"},
@@ -116,9 +117,9 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 		{
 			name: "more failover instances than the ledger has partitions",
 			edits: []edit{{"tenant.yaml", "    partitions: 0", "    partitions: 2"},
-				{"functions/validate.yaml", "parallelism: 1", "parallelism: 3"},
-				{"functions/validate.yaml", "subscriptionType: key_shared", "subscriptionType: failover"}},
-			want: []wantProblem{{"functions/validate.yaml", "parallelism: 3", "parallelism", "3 instances for the 2 partitions of persistent://shop/ledger/events"}},
+				{"functions/dedup.yaml", "parallelism: 1", "parallelism: 3"},
+				{"functions/dedup.yaml", "subscriptionType: key_shared", "subscriptionType: failover\n  state_cache: 0"}},
+			want: []wantProblem{{"functions/dedup.yaml", "parallelism: 3", "parallelism", "3 instances for the 2 partitions of persistent://shop/ledger/events"}},
 		},
 		{
 			name:  "an output routing the runtime does not know",
@@ -178,7 +179,7 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			name:  "pipeline names a missing config file",
 			edits: []edit{{"pipeline.yaml", "config: functions/purchases.yaml", "config: functions/purchase.yaml"}},
 			want: []wantProblem{
-				{"pipeline.yaml", "functions/purchase.yaml", "functions[2].config", "purchase.yaml does not exist"},
+				{"pipeline.yaml", "functions/purchase.yaml", "functions[3].config", "purchase.yaml does not exist"},
 				{"functions/purchases.yaml", "tenant: shop", "kind", "missing"},
 				{"functions/product-sales.yaml", "pipeline/purchases", "inputs[0]", "nothing writes persistent://shop/pipeline/purchases"},
 			},
@@ -204,6 +205,37 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			want: []wantProblem{
 				{"views/product_sales.yaml", "kind: View", "description", "required: say what the view holds"},
 				{"views/product_sales.yaml", "summary: >-", "summary", "unknown field"},
+			},
+		},
+		{
+			name:  "another reader of a ledger whose events have ids",
+			edits: []edit{{"functions/validate.yaml", "  - persistent://shop/pipeline/distinct", "  - persistent://shop/ledger/events"}},
+			want:  []wantProblem{{"functions/validate.yaml", "- persistent://shop/ledger/events", "inputs[0]", "only the event-id deduplication"}},
+		},
+		{
+			name:  "the event-id deduplication without an id field",
+			edits: []edit{{"tenant.yaml", "eventId: id\n", ""}},
+			want:  []wantProblem{{"pipeline.yaml", "dedup/cmd", "functions[0].binary", "name it in the tenant manifest (eventId)"}},
+		},
+		{
+			name:  "the event-id deduplication not stateful",
+			edits: []edit{{"pipeline.yaml", "    stateful: true\n", ""}},
+			want:  []wantProblem{{"pipeline.yaml", "config: functions/dedup.yaml", "functions[0].stateful", "set stateful: true"}},
+		},
+		{
+			name: "a stateful function with several instances that keeps keys",
+			edits: []edit{{"tenant.yaml", "    partitions: 0", "    partitions: 2"},
+				{"functions/dedup.yaml", "parallelism: 1", "parallelism: 2"},
+				{"functions/dedup.yaml", "subscriptionType: key_shared", "subscriptionType: failover"}},
+			want: []wantProblem{{"functions/dedup.yaml", "userConfig:", "userConfig.state_cache", "set 0"}},
+		},
+		{
+			name:  "a stateful function naming its own table and id field",
+			edits: []edit{{"functions/dedup.yaml", "  maxRetries: 3", "  maxRetries: 3\n  state_table: other\n  eventIdField: uuid\n  consistency: MOST"}},
+			want: []wantProblem{
+				{"functions/dedup.yaml", "state_table: other", "userConfig.state_table", "set by deploy"},
+				{"functions/dedup.yaml", "eventIdField: uuid", "userConfig.eventIdField", "deploy sets the tenant's eventId"},
+				{"functions/dedup.yaml", "consistency: MOST", "userConfig.consistency", "not a CQL consistency level"},
 			},
 		},
 		{
@@ -264,8 +296,8 @@ func TestGraphOrdersUpstreamFirst(t *testing.T) {
 	for i, st := range graph.Order {
 		position[st] = i
 	}
-	if len(graph.Order) != 10 {
-		t.Fatalf("%d stages, want the 4 functions, the 2 declared views' functions and 4 sinks", len(graph.Order))
+	if len(graph.Order) != 14 {
+		t.Fatalf("%d stages, want the 7 functions, the 2 declared views' functions and 5 sinks", len(graph.Order))
 	}
 	for _, st := range graph.Order {
 		for _, up := range graph.Upstream(st) {
@@ -338,7 +370,7 @@ func TestPartitionedDAGIsExact(t *testing.T) {
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	byOrigin := map[string]bool{"validate": true, "purchases": true}
+	byOrigin := map[string]bool{"dedup": true, "validate": true, "purchases": true, "orders": true}
 	for _, st := range graph.Order {
 		if st.Function != nil && st.Function.Declared != nil {
 			continue // a declared view's function runs 1 instance, into a topic of 1 partition

@@ -41,6 +41,13 @@ type Tenant struct {
 	// Ledger lists the ledger topics: written by `foldline ingest`, read by
 	// the pipelines, never by a function's output.
 	Ledger []Topic `yaml:"ledger"`
+	// EventID names the field that holds each event's id (e.g. id). When
+	// set, ingestion is exactly once per event id: the only function that
+	// reads a ledger topic is the event-id deduplication
+	// (DedupBinary), which passes an event on the first time its id comes
+	// under its key and never again, and which deploy gives this field.
+	// Default: none (the ledger is read as it is).
+	EventID string `yaml:"eventId"`
 
 	Source `yaml:"-"`
 }
@@ -125,6 +132,12 @@ type FunctionRef struct {
 	// Binary is the Go package (import path) of the function's main,
 	// built by lint, plan and deploy.
 	Binary string `yaml:"binary"`
+	// Stateful declares a stateful transformation (transform.NewStateful):
+	// deploy creates its state table (<function>_state in the tenant's
+	// keyspace) and gives the function the tenant's Cassandra, as a
+	// view's sink gets it; a backfill's copy gets a table of its own, built
+	// from the ledger. Default false.
+	Stateful bool `yaml:"stateful"`
 }
 
 // View is a view manifest: the table a view materializes and the sink that
@@ -228,10 +241,17 @@ type Sink struct {
 // DefaultSinkBinary is the package of Foldline's Cassandra sink.
 const DefaultSinkBinary = "github.com/foldline/foldline/sinks/cassandra/cmd"
 
+// DedupBinary is the package of the event-id deduplication stage
+// (functions/dedup), the one reader of the ledger of a tenant with an
+// EventID.
+const DedupBinary = "github.com/foldline/foldline/functions/dedup/cmd"
+
 // Function is a function of a pipeline with its config file read.
 type Function struct {
 	// Binary is the Go package of the function's main.
 	Binary string
+	// Stateful is FunctionRef.Stateful.
+	Stateful bool
 	// Config is the function config as the file gives it.
 	Config utils.FunctionConfig
 	// Pipeline is the name of the pipeline that lists it, "" for a

@@ -31,6 +31,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/foldline/foldline/admin/backfill"
+	"github.com/foldline/foldline/admin/deploy"
 	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
@@ -80,7 +81,10 @@ type StageStatus struct {
 	// for a ledger topic).
 	Upstream []string `json:"upstream"`
 	// View is the view a sink writes, "" for a function.
-	View     string `json:"view,omitempty"`
+	View string `json:"view,omitempty"`
+	// RunsAs is the function that does the stage's work when it is not
+	// the stage's own: a backfill's copy, for the view's active table.
+	RunsAs   string `json:"runsAs,omitempty"`
 	Deployed bool   `json:"deployed"`
 	// Instances is the wanted parallelism; Running how many run.
 	Instances int `json:"instances"`
@@ -316,8 +320,18 @@ func (src *Source) Report(ctx context.Context) (*Report, error) {
 	set, graph, pulsar, cql := src.set, src.graph, src.pulsar, src.cql
 	report := &Report{Tenant: set.Tenant.Name, Keyspace: set.Tenant.Keyspace}
 	sinks := map[*manifest.View]StageStatus{}
+	// A stage whose work a backfill's copy does for a view's active table
+	// is shown under its manifest name, with the copy's function.
+	carriers, err := deploy.ActiveCarriers(ctx, cql, set, graph)
+	if err != nil {
+		return nil, err
+	}
 	for _, st := range graph.Order {
-		s, err := stageStatus(ctx, pulsar, graph, st)
+		runs := st
+		if c, ok := carriers[st.FullName()]; ok {
+			runs = c
+		}
+		s, err := stageStatus(ctx, pulsar, graph, st, runs)
 		if err != nil {
 			return nil, err
 		}
@@ -331,7 +345,6 @@ func (src *Source) Report(ctx context.Context) (*Report, error) {
 	for _, v := range set.Views {
 		report.Views = append(report.Views, viewStatus(ctx, cql, v, sinks[v], now, slices.Contains(src.opts.CountRows, v.Name)))
 	}
-	var err error
 	if report.Backfills, err = backfill.Running(ctx, pulsar, cql, set.Tenant.Keyspace); err != nil {
 		return nil, err
 	}
@@ -341,8 +354,13 @@ func (src *Source) Report(ctx context.Context) (*Report, error) {
 	return report, nil
 }
 
-func stageStatus(ctx context.Context, pulsar *pulsarx.Clients, graph *manifest.Graph, st *manifest.Stage) (StageStatus, error) {
+// stageStatus is st's status, read from runs: the function that does st's
+// work (st itself, or a backfill's copy of it).
+func stageStatus(ctx context.Context, pulsar *pulsarx.Clients, graph *manifest.Graph, st, runs *manifest.Stage) (StageStatus, error) {
 	s := StageStatus{Name: st.Name, FullName: st.FullName(), Kind: string(st.Kind), Instances: st.Parallelism, Upstream: []string{}}
+	if runs.FullName() != st.FullName() {
+		s.RunsAs = runs.FullName()
+	}
 	if st.View != nil {
 		s.View = st.View.Name
 	}
@@ -354,11 +372,11 @@ func stageStatus(ctx context.Context, pulsar *pulsarx.Clients, graph *manifest.G
 			s.Upstream = append(s.Upstream, "ledger")
 		}
 	}
-	status, err := pulsar.Functions.GetFunctionStatusWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+	status, err := pulsar.Functions.GetFunctionStatusWithContext(ctx, runs.Tenant, runs.Namespace, runs.Name)
 	switch {
 	case pulsarx.IsNotFound(err):
 	case err != nil:
-		return s, fmt.Errorf("reading status of function %s: %w", st.FullName(), err)
+		return s, fmt.Errorf("reading status of function %s: %w", runs.FullName(), err)
 	default:
 		s.Deployed = true
 		for _, inst := range status.Instances {
@@ -378,14 +396,14 @@ func stageStatus(ctx context.Context, pulsar *pulsarx.Clients, graph *manifest.G
 		}
 	}
 	if s.Deployed && st.Kind == manifest.StageSink {
-		totals, err := sinkTotals(ctx, pulsar, st)
+		totals, err := sinkTotals(ctx, pulsar, runs)
 		if err != nil {
 			return s, err
 		}
 		s.SinkTotals = totals
 	}
-	for _, in := range st.Inputs {
-		sub, err := subscriptionStatus(ctx, pulsar, in, st.SubName)
+	for _, in := range runs.Inputs {
+		sub, err := subscriptionStatus(ctx, pulsar, in, runs.SubName)
 		if err != nil {
 			return s, err
 		}
@@ -520,6 +538,10 @@ func (r *Report) Write(w io.Writer, now time.Time) {
 			running = "not deployed"
 		}
 		after := strings.Join(s.Upstream, ",")
+		name := s.Name
+		if s.RunsAs != "" {
+			name += " (as " + s.RunsAs[strings.LastIndex(s.RunsAs, "/")+1:] + ")"
+		}
 		for i, sub := range s.Subscriptions {
 			backlog := fmt.Sprint(sub.Backlog)
 			if !sub.Exists {
@@ -527,7 +549,7 @@ func (r *Report) Write(w io.Writer, now time.Time) {
 			}
 			subName := sub.Subscription + "@" + shortTopic(sub.Topic)
 			if i == 0 {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f\n", s.Name, s.Kind, after, running, s.Restarts, s.Processed, s.Errors, subName, backlog, sub.RateOut)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f\n", name, s.Kind, after, running, s.Restarts, s.Processed, s.Errors, subName, backlog, sub.RateOut)
 			} else {
 				fmt.Fprintf(tw, "\t\t\t\t\t\t\t%s\t%s\t%.1f\n", subName, backlog, sub.RateOut)
 			}

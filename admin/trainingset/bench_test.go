@@ -80,6 +80,15 @@ func benchData(events, labels int) ([][]timedOp, []sweepLabel) {
 		}
 		add(2, user, "n_2h", 1, "hi_1d", price)
 	}
+	for vi, s := range schemas {
+		keys, err := cassandra.NewMemTable(s)
+		if err != nil {
+			panic(err)
+		}
+		for i := range ops[vi] {
+			ops[vi][i].entity, _ = keys.EntityOf(ops[vi][i].op) // as the collection keeps them
+		}
+	}
 	ls := make([]sweepLabel, labels)
 	for i := range ls {
 		at := start.Add(time.Duration(rng.Int64N(int64(30 * 24 * time.Hour)))).Truncate(time.Millisecond)

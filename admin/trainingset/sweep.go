@@ -1,6 +1,7 @@
 package trainingset
 
 import (
+	"hash/fnv"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -13,10 +14,12 @@ import (
 )
 
 // timedOp is one view operation with its time on the training set's clock
-// (its ledger event's publish time, or event time).
+// (its ledger event's publish time, or event time) and its entity (as
+// MemTable.EntityOf gives it: what the sweep shards the view by).
 type timedOp struct {
-	op cassandra.Op
-	at time.Time
+	op     cassandra.Op
+	at     time.Time
+	entity string
 }
 
 // sweepView is one view of a sweep: its schema and its operations in
@@ -48,9 +51,11 @@ const sweepTopic = "foldline-training-set"
 // exclusive strictly before it. Each view is one pass: its operations in
 // the order of their time (ledger order among equal times), the labels in
 // the order of theirs, each label read when the pass reaches its time —
-// the cost of sorting both, then linear in labels plus operations. The
-// views are swept at once, on up to GOMAXPROCS cores. The views' operation
-// slices are reordered in place.
+// the cost of sorting both, then linear in labels plus operations. Each
+// view is split by entity into GOMAXPROCS shards, each swept on its own,
+// all at once on up to GOMAXPROCS cores: one view (a windowed one, whose
+// every operation may open a tile) need not keep one core busy while the
+// others wait. The views' operation slices are not kept.
 func sweep(views []sweepView, labels []sweepLabel, exclusive bool) ([][]map[string]any, error) {
 	// The operations are a large live heap that the sweep only reads: a
 	// collection each time the heap doubles spent about a sixth of the
@@ -69,14 +74,43 @@ func sweep(views []sweepView, labels []sweepLabel, exclusive bool) ([][]map[stri
 	for i := range rows {
 		rows[i] = make([]map[string]any, len(views))
 	}
-	errs := make([]error, len(views))
-	limit := make(chan struct{}, runtime.GOMAXPROCS(0))
+	procs := runtime.GOMAXPROCS(0)
+	type shard struct {
+		view  int
+		ops   []timedOp
+		order []int
+	}
+	var shards []*shard
+	for vi, v := range views {
+		keys, err := cassandra.NewMemTable(v.schema)
+		if err != nil {
+			return nil, err
+		}
+		part := make([]*shard, procs)
+		for i := range part {
+			part[i] = &shard{view: vi}
+		}
+		of := func(entity string) *shard { return part[shardOf(entity, procs)] }
+		for _, o := range v.ops {
+			s := of(o.entity)
+			s.ops = append(s.ops, o) // in ledger order still
+		}
+		views[vi].ops = nil
+		for _, li := range order {
+			s := of(keys.RowKey(labels[li].keys[vi]))
+			s.order = append(s.order, li) // in time order still
+		}
+		shards = append(shards, part...)
+	}
+	errs := make([]error, len(shards))
+	limit := make(chan struct{}, procs)
 	var wg sync.WaitGroup
-	for vi := range views {
+	for i, s := range shards {
 		wg.Go(func() {
 			limit <- struct{}{}
 			defer func() { <-limit }()
-			errs[vi] = sweepOne(views[vi], vi, labels, order, exclusive, rows)
+			errs[i] = sweepOne(sweepView{schema: views[s.view].schema, ops: s.ops}, s.view, labels, s.order, exclusive, rows)
+			s.ops = nil
 		})
 	}
 	wg.Wait()
@@ -86,6 +120,16 @@ func sweep(views []sweepView, labels []sweepLabel, exclusive bool) ([][]map[stri
 		}
 	}
 	return rows, nil
+}
+
+// shardOf is the shard of n an entity's operations and labels go to.
+func shardOf(entity string, n int) int {
+	if n == 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(entity))
+	return int(h.Sum32() % uint32(n))
 }
 
 // sweepOne sweeps view v (the vi-th) over the labels in order, filling

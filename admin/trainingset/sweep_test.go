@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -71,10 +72,16 @@ func (f fakeOp) timed(schema cassandra.ViewSchema) timedOp {
 	return timedOp{op: cassandra.Op{View: vo, Origin: envelope.Origin{Topic: f.topic, Position: envelope.Position{Ledger: 1, Entry: f.entry}}}, at: f.at}
 }
 
+// timedOps is ops as the collection keeps them: with their entity.
 func timedOps(schema cassandra.ViewSchema, ops []fakeOp) []timedOp {
+	keys, err := cassandra.NewMemTable(schema)
+	if err != nil {
+		panic(err)
+	}
 	out := make([]timedOp, len(ops))
 	for i, o := range ops {
 		out[i] = o.timed(schema)
+		out[i].entity, _ = keys.EntityOf(out[i].op)
 	}
 	return out
 }
@@ -321,7 +328,13 @@ func TestSweepEqualsBruteForce(t *testing.T) {
 	}
 	for _, clockName := range []string{TimePublish, TimeEvent} {
 		for _, exclusive := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s exclusive=%v", clockName, exclusive), func(t *testing.T) {
+			// One shard per view, and three (GOMAXPROCS).
+			procs := 1
+			if exclusive {
+				procs = 3
+			}
+			t.Run(fmt.Sprintf("%s exclusive=%v shards=%d", clockName, exclusive, procs), func(t *testing.T) {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 				ops := make([][]fakeOp, len(schemas))
 				views := make([]sweepView, len(schemas))
 				for vi, h := range history {

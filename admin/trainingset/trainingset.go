@@ -279,7 +279,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			// sweep first folds them all in ledger order (sweepOne).
 			return nil
 		}
-		v.ops = append(v.ops, timedOp{op: op, at: at})
+		v.ops = append(v.ops, timedOp{op: op, at: at, entity: entity})
 		return nil
 	}); err != nil {
 		return nil, err

@@ -102,6 +102,70 @@ func Defer(ctx context.Context) (complete func(error), ok bool) {
 	return fc.Defer(), true
 }
 
+// AfterSent registers settle for the input of the handler that got ctx,
+// during the call: once every output of the input is confirmed (or, when
+// the handler failed, its dead letter), the runtime calls settle before it
+// acknowledges the input, and acknowledges it only when settle calls done
+// with nil. done with an error leaves the input unacknowledged and ends the
+// session as a failed send does (see session): the input and every later
+// one come again, in order. settle is never called when a send fails, since
+// the input comes again anyway. settle and done may be called from any
+// goroutine; done must be called exactly once. Shutdown waits for done
+// within its grace, as for outputs in flight.
+//
+// A stateful transformation (package transform) commits the state change
+// an input caused here: after its outputs are stored in their topics, and
+// before the input is acknowledged, so that a crash between the two gives
+// the same outputs again, from the same state. Each call of the handler
+// starts without a registration (a retry registers again); ok is false
+// when ctx is not a handler's.
+func AfterSent(ctx context.Context, settle func(done func(error))) (ok bool) {
+	fc, ok := unlent(ctx)
+	if !ok {
+		return false
+	}
+	fc.settle = settle
+	return true
+}
+
+// Exporting what a local run's functions hold once their input has ended:
+// the driver (Foldline's fused backfill) sends one more input, a marker with
+// the property PropExportStates, through the path. A local instance does not
+// hand it to its handler: it sends what its exporter (SetExporter) gives to
+// StatesTopic, each record with the function's name in PropStatesFunction,
+// and passes the marker on to its output topic, for the next function.
+const (
+	PropExportStates   = "foldline.local.export-states"
+	StatesTopic        = "foldline.local.states"
+	PropStatesFunction = "foldline.local.states-function"
+)
+
+// SetExporter registers, for a local run, what the instance of the handler
+// that got ctx exports when the driver asks (see PropExportStates): a
+// stateful transformation's keyed states, which a fused backfill writes
+// into the state table of the copy it deploys from there. Under the worker
+// it does nothing; ok is false when ctx is not a handler's.
+func SetExporter(ctx context.Context, export func() ([]Record, error)) (ok bool) {
+	fc, ok := unlent(ctx)
+	if !ok {
+		return false
+	}
+	if fc.inst.local {
+		fc.inst.exporter = export
+	}
+	return true
+}
+
+// RunsLocally reports whether the handler that got ctx runs locally
+// (LocalFlag, or a chain: see StartChain) rather than under the functions
+// worker: its inputs then come from the driver, from the ledger's first
+// event on, and never again. A stateful transformation keeps its state in
+// memory then, and in Cassandra under the worker.
+func RunsLocally(ctx context.Context) bool {
+	fc, ok := unlent(ctx)
+	return ok && fc.inst.local
+}
+
 // unlent returns the function context in ctx for the runtime's own use
 // during the call, without lending it to the handler when ctx is the
 // handler's own; a context derived from it lends it (FromContext), as the
@@ -187,6 +251,8 @@ type FunctionContext struct {
 	// lent is set once the handler took its FunctionContext (FromContext):
 	// the input's state is then never recycled (see input.recycle).
 	lent atomic.Bool
+	// settle is what the current call registered with AfterSent.
+	settle func(done func(error))
 }
 
 // Defer lets the handler finish the current input after it returns, so the

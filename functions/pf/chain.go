@@ -87,7 +87,7 @@ func runChain(ctx context.Context, handlers []any, args []string, in io.Reader, 
 		inst := newInstance(conf, inv, os.Stderr)
 		// As runLocal: every input is answered once its outputs are out.
 		inst.conf.MaxRetries, inst.conf.AutoAck, inst.conf.Guarantee = 0, true, atLeastOnce
-		inst.untimed, inst.inputs = true, new(slab[input])
+		inst.untimed, inst.inputs, inst.local = true, new(slab[input]), true
 		link := &chainLink{c: c, inst: inst, last: i == len(handlers)-1}
 		inst.sess = newSession(link)
 		inst.pending = func() int { return 0 }

@@ -27,6 +27,13 @@
 //   - InputOf and Defer give a handler its message, origin and deferral
 //     without its FunctionContext; under the worker the runtime then reuses
 //     the input's state for a later input once it is over.
+//   - AfterSent lets a handler settle an input between the confirmation of
+//     all its outputs and its acknowledgement (a stateful transformation
+//     saves the state change the input caused there: package keyed), and
+//     RunsLocally tells a handler whether it runs locally. SetExporter gives
+//     a local run's driver what the instance holds once the input has ended
+//     (the keyed states a fused backfill hands to the copy it deploys): an
+//     input with PropExportStates is not handed to the handler.
 //   - With LocalFlag before -instance-conf the binary runs without a broker
 //     on localwire frames (standard input and output): Foldline's verify,
 //     training sets and fused backfills drive a view's path this way.

@@ -136,6 +136,10 @@ type instance struct {
 	// skipped holds the topics whose subscription skipRest moved past a
 	// replay's cutoff.
 	skipped map[string]bool
+	// local is set for a local run (LocalFlag or a chain): see RunsLocally.
+	local bool
+	// exporter is what a local run exports (SetExporter), nil for none.
+	exporter func() ([]Record, error)
 	// untimed leaves the handler's calls untimed: a local run has no
 	// metrics to report them in, and two clock reads per input cost
 	// about 3 % of a chain's CPU.
@@ -242,6 +246,15 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		}
 		return nil
 	}
+	if inst.local && err == nil && msg.Properties()[PropExportStates] != "" {
+		in.fc.finished = true
+		records, exportErr := inst.export(msg)
+		if exportErr != nil {
+			return exportErr
+		}
+		inst.sendOutputs(in, autoAck, records)
+		return nil
+	}
 	var records []Record
 	attempts := 0
 	if err != nil {
@@ -276,6 +289,28 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		inst.sendOutputs(in, autoAck, records)
 	}
 	return nil
+}
+
+// export returns what the instance sends for the driver's export marker
+// msg: its exporter's records to StatesTopic, each naming the function,
+// then the marker for its output topic. An exporter's error ends the run.
+func (inst *instance) export(msg pulsar.Message) ([]Record, error) {
+	var records []Record
+	if inst.exporter != nil {
+		exported, err := inst.exporter()
+		if err != nil {
+			return nil, fmt.Errorf("exporting the states of %s: %w", inst.conf.FQFN(), err)
+		}
+		for _, r := range exported {
+			r.Topic = StatesTopic
+			r.Properties = map[string]string{PropStatesFunction: inst.conf.Name}
+			records = append(records, r)
+		}
+	}
+	if inst.conf.OutputTopic != "" {
+		records = append(records, Record{Payload: msg.Payload()})
+	}
+	return records, nil
 }
 
 // newInput returns a new input's state.
@@ -524,7 +559,7 @@ func (in *input) sendDone(err error) {
 // whose session has ended is left unacknowledged, to come again after the
 // one that failed.
 func (in *input) finish(err error) {
-	inst, acks, msg := in.fc.inst, in.fc.acks, in.fc.msg
+	inst := in.fc.inst
 	defer inst.inFlight.Done()
 	if err != nil {
 		if !errors.Is(err, errSessionEnded) {
@@ -545,6 +580,36 @@ func (in *input) finish(err error) {
 	if in.ack && in.sess.isEnded() {
 		return
 	}
+	if settle := in.fc.settle; settle != nil {
+		// The handler acknowledges the input's effect first (AfterSent):
+		// the input stays in flight until it is done.
+		inst.inFlight.Add(1)
+		var once sync.Once
+		settle(func(err error) {
+			once.Do(func() {
+				defer inst.inFlight.Done()
+				if err != nil {
+					inst.stats.recordException(sinkException, fmt.Errorf("settling the input: %w", err))
+					if in.ack {
+						in.sess.end(err)
+					}
+					return
+				}
+				in.acknowledge()
+			})
+		})
+		return
+	}
+	in.acknowledge()
+}
+
+// acknowledge counts the input as processed (if a success) and
+// acknowledges it (if ack): its sends are over, and settled.
+func (in *input) acknowledge() {
+	inst, acks, msg := in.fc.inst, in.fc.acks, in.fc.msg
+	if in.ack && in.sess.isEnded() {
+		return
+	}
 	if in.success {
 		inst.stats.processed.inc()
 	}
@@ -562,6 +627,7 @@ func (inst *instance) invoke(in *input) ([]Record, error) {
 	fc := &in.fc
 	fc.published = fc.published[:0]
 	fc.deferral = nil
+	fc.settle = nil
 	var start time.Duration
 	if !inst.untimed {
 		start = inst.stats.now()

@@ -30,7 +30,7 @@ func (inst *instance) runLocal(ctx context.Context, in io.Reader, out io.Writer)
 	// Every input is answered (Done) once its outputs are written, whatever
 	// the deployed function's acknowledgement settings.
 	inst.conf.MaxRetries, inst.conf.AutoAck, inst.conf.Guarantee = 0, true, atLeastOnce
-	inst.untimed, inst.inputs = true, new(slab[input])
+	inst.untimed, inst.inputs, inst.local = true, new(slab[input]), true
 	w := &localSink{w: localwire.NewWriter(out)}
 	inst.sess = newSession(w)
 	inst.pending = func() int { return 0 }

@@ -10,15 +10,23 @@
 //
 // The DAG, one package (and one function) per stage:
 //
-//		ledger ──► validate ──► valid ──┬──► user-activity ──► view user_activity
-//		                                └──► purchases ──► purchases ──► product-sales ──► view product_sales
+//		ledger ──► dedup ──► distinct ──► validate ──► valid ──┬──► user-activity ──► view user_activity
+//		                                                       ├──► purchases ──► purchases ──► product-sales ──► view product_sales
+//		                                                       └──► orders ──► orders ──► sku-refunds ──► view sku_refunds
 //
+//	  - dedup (functions/dedup, the tenant's eventId is id): each event once
+//	    per user and id, whoever published it how often.
 //	  - validate: parses each ledger event strictly; a bad one goes to the
 //	    dead-letter topic with a reason that names the field. Valid events go
 //	    on in canonical JSON, keyed by user, with the event's time.
 //	  - user-activity: one view operation per event on user_activity.
 //	  - purchases: purchase events only, re-keyed by sku.
 //	  - product-sales: one view operation per purchase on product_sales.
+//	  - orders: purchases and refunds only, re-keyed by order id.
+//	  - sku-refunds: stateful, keyed by order id (its state: the sku of the
+//	    order's purchase); one view operation per refund on sku_refunds, on
+//	    the row of its order's sku as of the refund; a refund of an order no
+//	    purchase precedes goes to the dead-letter topic with the reason.
 //
 // View user_activity, key column user text:
 //
@@ -42,6 +50,9 @@
 //	units          bigint    add    qty of each purchase
 //	revenue_cents  bigint    add    qty×price_cents of each purchase
 //	orders         bigint    add    1 per purchase
+//
+// View sku_refunds, key column sku text: refunds (add, 1 per refund) and
+// refunded_cents (add, amount_cents per refund), see package skurefunds.
 //
 // Every view's value after any number of events equals a plain fold of the
 // ledger in ledger order; internal/shopfold is that fold, and this package's

@@ -2,6 +2,7 @@ package shop_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -11,8 +12,11 @@ import (
 
 	"github.com/foldline/foldline/admin/gen"
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/keyed"
+	"github.com/foldline/foldline/functions/shop/orders"
 	"github.com/foldline/foldline/functions/shop/productsales"
 	"github.com/foldline/foldline/functions/shop/purchases"
+	"github.com/foldline/foldline/functions/shop/skurefunds"
 	"github.com/foldline/foldline/functions/shop/useractivity"
 	"github.com/foldline/foldline/functions/shop/validate"
 	"github.com/foldline/foldline/functions/transform"
@@ -23,12 +27,22 @@ import (
 const ledger = "persistent://shop/ledger/events-partition-0"
 
 // pipeline runs the shop DAG in memory, in ledger order: validate →
-// user-activity, and validate → purchases → product-sales, applying the view
-// operations with the reference merge semantics.
+// user-activity, validate → purchases → product-sales, and validate →
+// orders → sku-refunds (stateful: its orders' states in memory), applying
+// the view operations with the reference merge semantics.
 type pipeline struct {
 	t        *testing.T
 	views    *memview.Views
 	rejected []int
+	// refunds keeps sku-refunds' states; unknownOrders lists the lines it
+	// rejected as refunds of an order with no purchase.
+	refunds       *keyed.Store
+	unknownOrders []int
+}
+
+func newPipeline(t *testing.T) *pipeline {
+	return &pipeline{t: t, views: memview.New(),
+		refunds: keyed.New(keyed.NewMemory(), skurefunds.Transformation.StateCodec(), keyed.Options{Inline: true, CacheKeys: keyed.Unlimited})}
 }
 
 func (p *pipeline) feed(n int, line []byte) {
@@ -51,6 +65,24 @@ func (p *pipeline) feed(n int, line []byte) {
 		for _, b := range bought {
 			p.toView(n, productsales.Transformation, b, origin)
 		}
+		ordered, err := orders.Transformation.Process(next(v))
+		if err != nil {
+			p.t.Fatalf("line %d: orders: %v", n+1, err)
+		}
+		for _, o := range ordered {
+			recs, txn, err := skurefunds.Transformation.ProcessKeyed(context.Background(), p.refunds, next(o))
+			if txn != nil {
+				txn.Settle(func(error) {})
+			}
+			if errors.Is(err, skurefunds.ErrUnknownOrder) {
+				p.unknownOrders = append(p.unknownOrders, n)
+				continue
+			}
+			if err != nil {
+				p.t.Fatalf("line %d: sku-refunds: %v", n+1, err)
+			}
+			p.apply(n, recs, origin)
+		}
 	}
 }
 
@@ -64,6 +96,12 @@ func (p *pipeline) toView(n int, stage transform.Processor, in transform.Record,
 	if err != nil {
 		p.t.Fatalf("line %d: %v", n+1, err)
 	}
+	p.apply(n, ops, origin)
+}
+
+// apply applies view operations of line n, whose origin they must keep.
+func (p *pipeline) apply(n int, ops []transform.Record, origin envelope.Origin) {
+	p.t.Helper()
 	for _, r := range ops {
 		if r.Origin != origin {
 			p.t.Fatalf("line %d: view operation has origin %+v, want %+v", n+1, r.Origin, origin)
@@ -95,7 +133,7 @@ func TestPipelineEqualsIndependentFold(t *testing.T) {
 				t.Fatal(err)
 			}
 			lines := bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n"))
-			p := &pipeline{t: t, views: memview.New()}
+			p := newPipeline(t)
 			fold := shopfold.NewFolder()
 			// The views must equal the fold after any number of events:
 			// compare at a few points along the stream, not only at its end.
@@ -121,6 +159,10 @@ func compare(t *testing.T, after int, p *pipeline, want shopfold.Result) {
 	products := productSales(t, p.views)
 	diff(t, fmt.Sprintf("after %d lines: user_activity", after), users, want.UserActivity)
 	diff(t, fmt.Sprintf("after %d lines: product_sales", after), products, want.ProductSales)
+	diff(t, fmt.Sprintf("after %d lines: sku_refunds", after), skuRefunds(t, p.views), want.SkuRefunds)
+	if !slices.Equal(p.unknownOrders, want.UnknownOrders) {
+		t.Errorf("after %d lines: sku-refunds rejected lines %v as refunds of unknown orders, the fold %v", after, p.unknownOrders, want.UnknownOrders)
+	}
 	if len(want.UserActivity) == 0 && want.Accepted > 0 {
 		t.Errorf("after %d lines: the fold has no rows although %d events were valid", after, want.Accepted)
 	}
@@ -179,6 +221,19 @@ func userActivity(t *testing.T, views *memview.Views) map[string]shopfold.UserAc
 			SpentCents: c.int(useractivity.ColSpentCents),
 			LastSeen:   c.time(useractivity.ColLastSeen),
 			LastURL:    c.text(useractivity.ColLastURL),
+		}
+	}
+	return out
+}
+
+func skuRefunds(t *testing.T, views *memview.Views) map[string]shopfold.SkuRefundsRow {
+	t.Helper()
+	out := map[string]shopfold.SkuRefundsRow{}
+	for _, r := range views.Rows(skurefunds.View) {
+		c := columns{t: t, row: r}
+		out[c.key(skurefunds.ColSKU)] = shopfold.SkuRefundsRow{
+			Refunds:       c.int(skurefunds.ColRefunds),
+			RefundedCents: c.int(skurefunds.ColRefundedCents),
 		}
 	}
 	return out

@@ -120,6 +120,12 @@ func (t *Transformation[E]) process(m Message, encodeOps bool) ([]Record, error)
 	if err != nil {
 		return nil, fmt.Errorf("transforming event: %w", err)
 	}
+	return encodeOutputs(outs, m, encodeOps)
+}
+
+// encodeOutputs turns an author's outputs of m into records, each with
+// its own origin under m's.
+func encodeOutputs(outs []Output, m Message, encodeOps bool) ([]Record, error) {
 	recs := make([]Record, 0, len(outs))
 	for i, out := range outs {
 		rec, err := out.encode(m, encodeOps)

@@ -1,5 +1,8 @@
 // Package shopfold folds raw shop events (JSON lines, in ledger order)
-// straight into the rows that the shop views must hold. It is the
+// straight into the rows that the shop views must hold: user_activity,
+// product_sales, and sku_refunds (each valid refund against the sku of its
+// order's last valid purchase before it in the ledger; a refund of an order
+// with none is not counted, and listed). It is the
 // independent side of every check of the shop pipeline: it shares no code
 // with the transformations, the event parser or the merge rules, and does
 // its own validation from the rules in the shop package's documentation, so
@@ -38,16 +41,33 @@ type ProductSalesRow struct {
 	Orders       int64
 }
 
+// SkuRefundsRow is a row of view sku_refunds: the refunds of the orders
+// of a sku.
+type SkuRefundsRow struct {
+	Refunds       int64
+	RefundedCents int64
+}
+
 // Result is the state of the views after the lines folded so far.
 type Result struct {
 	// UserActivity is view user_activity by user.
 	UserActivity map[string]UserActivityRow
 	// ProductSales is view product_sales by sku.
 	ProductSales map[string]ProductSalesRow
+	// SkuRefunds is view sku_refunds by sku: each valid refund counts
+	// against the sku of the last valid purchase of its order before it.
+	SkuRefunds map[string]SkuRefundsRow
+	// UnknownOrders lists the 0-based numbers of the valid refunds whose
+	// order no valid purchase preceded, in order: sku_refunds has none of
+	// them.
+	UnknownOrders []int
 	// Accepted counts the valid events.
 	Accepted int
 	// Rejected lists the 0-based numbers of the lines rejected, in order.
 	Rejected []int
+	// Duplicates lists the 0-based numbers of the lines a distinct fold
+	// (NewDistinctFolder) skipped as events seen before, in order.
+	Duplicates []int
 }
 
 // ErrRejected is matched by the error Add returns for an invalid event.
@@ -67,19 +87,50 @@ type Folder struct {
 	line int
 	// purchases are the valid purchase events, in ledger order.
 	purchases []Purchase
+	// skuOf is each order's sku, as its last valid purchase gave it.
+	skuOf map[string]string
+	// seen holds, in a distinct fold, the events seen: user and id.
+	seen map[identity]bool
 }
+
+// identity is what makes an event the same event again: the user it is
+// about and its id.
+type identity struct{ user, id string }
 
 // NewFolder returns a folder with empty views.
 func NewFolder() *Folder {
 	return &Folder{res: Result{
 		UserActivity: map[string]UserActivityRow{},
 		ProductSales: map[string]ProductSalesRow{},
-	}}
+		SkuRefunds:   map[string]SkuRefundsRow{},
+	}, skuOf: map[string]string{}}
+}
+
+// NewDistinctFolder returns a folder that folds each event once, as a
+// ledger with event ids does (the shop's tenant names id as its eventId):
+// a line with the user and id of an earlier line is skipped before it is
+// judged, whether that earlier line was valid or not. A line's user is its
+// "user" member when that is a string ("" otherwise); its id is its "id"
+// member, a string or a number as written. A line without such an id
+// (not a JSON object, no id, an id of another type) is never skipped.
+func NewDistinctFolder() *Folder {
+	f := NewFolder()
+	f.seen = map[identity]bool{}
+	return f
 }
 
 // Fold folds all lines from empty views.
 func Fold(lines [][]byte) Result {
-	f := NewFolder()
+	return foldWith(NewFolder(), lines)
+}
+
+// FoldDistinct folds all lines from empty views, each event once
+// (NewDistinctFolder).
+func FoldDistinct(lines [][]byte) Result {
+	return foldWith(NewDistinctFolder(), lines)
+}
+
+func foldWith(f *Folder, lines [][]byte) Result {
 	for _, l := range lines {
 		_ = f.Add(l) // a rejected line is recorded in Result.Rejected
 	}
@@ -90,6 +141,39 @@ func Fold(lines [][]byte) Result {
 // order (for the windowed views, see window.go). The slice is the
 // folder's own.
 func (f *Folder) Purchases() []Purchase { return f.purchases }
+// ErrDuplicate is matched by the error Add returns for a line a distinct
+// fold skips.
+var ErrDuplicate = errors.New("event seen before")
+
+// duplicate reports whether a distinct fold has seen line's event, and
+// records it when not.
+func (f *Folder) duplicate(line []byte) bool {
+	if f.seen == nil {
+		return false
+	}
+	var ev map[string]json.RawMessage
+	if json.Unmarshal(line, &ev) != nil {
+		return false
+	}
+	var id identity
+	_ = json.Unmarshal(ev["user"], &id.user) // not a string: ""
+	raw := bytes.TrimSpace(ev["id"])
+	switch {
+	case len(raw) > 0 && raw[0] == '"':
+		if json.Unmarshal(raw, &id.id) != nil {
+			return false
+		}
+	case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
+		id.id = string(raw)
+	default:
+		return false
+	}
+	if f.seen[id] {
+		return true
+	}
+	f.seen[id] = true
+	return false
+}
 
 // Result returns the views so far. The maps are the folder's own: do not
 // change them, and do not Add while reading them.
@@ -100,6 +184,10 @@ func (f *Folder) Result() Result { return f.res }
 func (f *Folder) Add(line []byte) error {
 	n := f.line
 	f.line++
+	if f.duplicate(line) {
+		f.res.Duplicates = append(f.res.Duplicates, n)
+		return fmt.Errorf("line %d: %w", n+1, ErrDuplicate)
+	}
 	if err := f.add(line); err != nil {
 		f.res.Rejected = append(f.res.Rejected, n)
 		return fmt.Errorf("line %d: %w: %w", n+1, ErrRejected, err)
@@ -146,10 +234,11 @@ func (f *Folder) add(line []byte) error {
 			f.res.UserActivity[user] = seen(r, at)
 		}
 	case "purchase":
-		v.str("order")
+		order := v.str("order")
 		sku, qty, price := v.str("sku"), v.count("qty", maxQty), v.count("price_cents", maxPriceCents)
 		apply = func() {
 			f.purchases = append(f.purchases, Purchase{User: user, SKU: sku, Qty: qty, PriceCents: price, Time: at})
+			f.skuOf[order] = sku
 			r := f.res.UserActivity[user]
 			r.Purchases++
 			r.SpentCents += qty * price
@@ -161,12 +250,21 @@ func (f *Folder) add(line []byte) error {
 			f.res.ProductSales[sku] = p
 		}
 	case "refund":
-		v.str("order")
+		order := v.str("order")
 		amount := v.count("amount_cents", maxAmountCents)
 		apply = func() {
 			r := f.res.UserActivity[user]
 			r.SpentCents -= amount
 			f.res.UserActivity[user] = seen(r, at)
+			sku, known := f.skuOf[order]
+			if !known {
+				f.res.UnknownOrders = append(f.res.UnknownOrders, f.line-1)
+				return
+			}
+			s := f.res.SkuRefunds[sku]
+			s.Refunds++
+			s.RefundedCents += amount
+			f.res.SkuRefunds[sku] = s
 		}
 	default:
 		if v.err == nil {

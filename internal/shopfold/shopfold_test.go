@@ -103,3 +103,65 @@ func TestAddSaysWhy(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// TestFoldDistinct checks that a distinct fold counts each (user, id) once,
+// the first line winning whatever its validity, and never skips a line
+// without an id.
+func TestFoldDistinct(t *testing.T) {
+	in := lines(`
+		{"id":"e-1","type":"page_view","user":"u1","time":"2026-11-01T00:00:00Z","url":"/a"}
+		{"id":"e-1","type":"page_view","user":"u1","time":"2026-11-01T00:00:01Z","url":"/b"}
+		{"id":"e-1","type":"page_view","user":"u2","time":"2026-11-01T00:00:02Z","url":"/c"}
+		{"id":"e-2","type":"nope","user":"u1","time":"2026-11-01T00:00:03Z"}
+		{"id":"e-2","type":"page_view","user":"u1","time":"2026-11-01T00:00:04Z","url":"/d"}
+		{"id":7,"type":"page_view","user":"u1","time":"2026-11-01T00:00:05Z","url":"/e"}
+		{"id":7,"type":"page_view","user":"u1","time":"2026-11-01T00:00:06Z","url":"/f"}
+		{"type":"page_view","user":"u1","time":"2026-11-01T00:00:07Z","url":"/g"}
+		{"type":"page_view","user":"u1","time":"2026-11-01T00:00:08Z","url":"/h"}
+	`)
+	got := shopfold.FoldDistinct(in)
+	if want := []int{1, 4, 6}; !reflect.DeepEqual(got.Duplicates, want) {
+		t.Errorf("duplicates %v, want %v", got.Duplicates, want)
+	}
+	// A number is an id to deduplicate by but not a valid shop id, and no
+	// id at all is validate's rejection, not a duplicate.
+	if want := []int{3, 5, 7, 8}; !reflect.DeepEqual(got.Rejected, want) {
+		t.Errorf("rejected %v, want %v", got.Rejected, want)
+	}
+	if u1 := got.UserActivity["u1"]; u1.PageViews != 1 || u1.LastURL != "/a" {
+		t.Errorf("u1 = %+v, want 1 page view, /a (e-2's first line was rejected, its second skipped)", u1)
+	}
+	if u2 := got.UserActivity["u2"]; u2.PageViews != 1 {
+		t.Errorf("u2 = %+v: the same id under another user is another event", u2)
+	}
+	all := shopfold.Fold(in)
+	if all.Duplicates != nil || all.UserActivity["u1"].PageViews != 3 {
+		t.Errorf("a plain fold skipped something: %+v", all)
+	}
+	f := shopfold.NewDistinctFolder()
+	_ = f.Add(in[0])
+	if err := f.Add(in[1]); !errors.Is(err, shopfold.ErrDuplicate) {
+		t.Errorf("Add of a duplicate: %v", err)
+	}
+}
+
+// TestFoldSkuRefunds checks the join of refunds with their orders'
+// purchases: the sku as of the refund, unknown orders listed.
+func TestFoldSkuRefunds(t *testing.T) {
+	got := shopfold.Fold(lines(`
+		{"id":"e-1","type":"refund","user":"u1","time":"2026-11-01T00:00:00Z","order":"o-1","amount_cents":5}
+		{"id":"e-2","type":"purchase","user":"u1","time":"2026-11-01T00:00:01Z","order":"o-1","sku":"a","qty":1,"price_cents":10}
+		{"id":"e-3","type":"refund","user":"u1","time":"2026-11-01T00:00:02Z","order":"o-1","amount_cents":7}
+		{"id":"e-4","type":"purchase","user":"u1","time":"2026-11-01T00:00:03Z","order":"o-1","sku":"b","qty":1,"price_cents":10}
+		{"id":"e-5","type":"refund","user":"u1","time":"2026-11-01T00:00:04Z","order":"o-1","amount_cents":3}
+		{"id":"e-6","type":"purchase","user":"u2","time":"2026-11-01T00:00:05Z","order":"o-2","sku":"c","qty":-1,"price_cents":10}
+		{"id":"e-7","type":"refund","user":"u2","time":"2026-11-01T00:00:06Z","order":"o-2","amount_cents":1}
+	`))
+	want := map[string]shopfold.SkuRefundsRow{"a": {Refunds: 1, RefundedCents: 7}, "b": {Refunds: 1, RefundedCents: 3}}
+	if !reflect.DeepEqual(got.SkuRefunds, want) {
+		t.Errorf("sku_refunds %+v, want %+v", got.SkuRefunds, want)
+	}
+	if !reflect.DeepEqual(got.UnknownOrders, []int{0, 6}) {
+		t.Errorf("unknown orders at lines %v, want [0 6] (before its purchase; after an invalid one)", got.UnknownOrders)
+	}
+}

@@ -34,7 +34,8 @@ func ShopManifests(t testing.TB) string {
 // PartitionedShopManifests returns a copy of the shop's manifests laid out
 // to scale out: a ledger of n partitions, every pipeline topic with n
 // partitions, every function n instances on failover subscriptions (one
-// active instance per partition), every sink n instances on key_shared
+// active instance per partition; the stateful dedup without a cache of
+// settled keys), every sink n instances on key_shared
 // subscriptions of operations batched by key, with its row cache off.
 // foldline lint accepts it as exact.
 func PartitionedShopManifests(t testing.TB, n int) string {
@@ -57,21 +58,26 @@ func PartitionedShopManifests(t testing.TB, n int) string {
 	edit("tenant.yaml", "    partitions: 0", fmt.Sprintf("    partitions: %d", n))
 	var topics strings.Builder
 	topics.WriteString("topics:\n")
-	for _, topic := range []string{"valid", "purchases", "user-activity-ops", "product-sales-ops"} {
+	for _, topic := range []string{"distinct", "valid", "purchases", "user-activity-ops", "product-sales-ops", "orders", "sku-refunds-ops"} {
 		fmt.Fprintf(&topics, "  - name: persistent://shop/pipeline/%s\n    partitions: %d\n", topic, n)
 	}
 	edit("pipeline.yaml", "kind: Pipeline\n", "kind: Pipeline\n"+topics.String())
-	for _, f := range []string{"validate", "user-activity", "purchases", "product-sales"} {
+	for _, f := range []string{"dedup", "validate", "user-activity", "purchases", "product-sales", "orders", "sku-refunds"} {
 		file := "functions/" + f + ".yaml"
 		edit(file, "parallelism: 1", fmt.Sprintf("parallelism: %d", n))
 		edit(file, "subscriptionType: key_shared", "subscriptionType: failover")
 	}
+	// Instances take partitions over from one another: the stateful stages
+	// read each key's state afresh once it has settled.
+	for _, f := range []string{"dedup", "sku-refunds"} {
+		edit("functions/"+f+".yaml", "  subscriptionType: failover", "  subscriptionType: failover\n  state_cache: 0")
+	}
 	// The last stages batch by key, so that the sinks' key_shared
 	// subscriptions hand each row's operations to one instance.
-	for _, f := range []string{"user-activity", "product-sales"} {
+	for _, f := range []string{"user-activity", "product-sales", "sku-refunds"} {
 		edit("functions/"+f+".yaml", fmt.Sprintf("parallelism: %d", n), fmt.Sprintf("parallelism: %d\nproducerConfig:\n  batchBuilder: KEY_BASED", n))
 	}
-	for _, v := range []string{"user_activity", "product_sales"} {
+	for _, v := range []string{"user_activity", "product_sales", "sku_refunds"} {
 		// trace: every operation's fate in the sinks' logs, which the
 		// end-to-end tests' failure reports read.
 		edit("views/"+v+".yaml", "  parallelism: 1\n  userConfig:", fmt.Sprintf("  parallelism: %d\n  userConfig:\n    subscriptionType: key_shared\n    row_cache: 0\n    trace: true", n))

@@ -13,6 +13,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -89,7 +90,10 @@ func newRoot() *cobra.Command {
 	root.AddCommand(lint.NewCommand())
 	root.AddCommand(build.NewCommand())
 	root.AddCommand(deploy.NewPlanCommand())
-	root.AddCommand(deploy.NewDeployCommand())
+	root.AddCommand(deploy.NewDeployCommand(func(ctx context.Context, opts deploy.Options, view string) error {
+		_, err := backfill.Run(ctx, backfill.Options{Options: opts, View: view}, false)
+		return err
+	}))
 	root.AddCommand(deploy.NewDestroyCommand())
 	root.AddCommand(deploy.NewKubernetesSecretCommand())
 	root.AddCommand(status.NewCommand())

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,6 +100,13 @@ type Record struct {
 	State    string `json:"state"`
 	// Stages are the backfill's functions, upstream first.
 	Stages []StageRef `json:"stages"`
+	// Shares are the functions upstream of Stages that the backfill did
+	// not copy, since their code is the manifests' and their output
+	// topics hold every event's outputs: its first stages read those
+	// topics from the earliest. They run for other tables too (they are
+	// deploy's, or another backfill's), and are never the backfill's to
+	// delete.
+	Shares []StageRef `json:"shares,omitempty"`
 	// LedgerAtStart is each ledger topic's size (entries) when it started:
 	// what "caught up" is measured against.
 	LedgerAtStart map[string]int64 `json:"ledgerAtStart"`
@@ -170,6 +178,12 @@ func (r *Record) FusedStalled(now time.Time) bool {
 // Unfinished reports whether the backfill still needs a --watch or an
 // --abort (running or switching): a second backfill of its view is refused.
 func (r *Record) Unfinished() bool { return unfinished(r.State) }
+
+// Path is the backfill's whole path to its table, upstream first: the
+// stages it shares, then its own.
+func (r *Record) Path() []*manifest.Stage {
+	return StagesOf(append(slices.Clone(r.Shares), r.Stages...))
+}
 
 // MayCarry reports whether the backfill's stages may be what fills its
 // view's active table: it switched, or is switching (the registry says

@@ -15,6 +15,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/keyed"
 	"github.com/foldline/foldline/functions/pf/localwire"
 	"github.com/foldline/foldline/internal/proc"
 	"github.com/foldline/foldline/internal/testenv"
@@ -87,6 +88,8 @@ type pathRun struct {
 	letters     []string
 	deadLetters map[string]int64
 	processes   int
+	// states are what the stateful dedup exported at the end.
+	states map[string]map[string]keyed.Snapshot
 }
 
 // runShopPath runs the shop's user_activity path over events in batches
@@ -113,7 +116,20 @@ func runShopPath(t *testing.T, events []Message, batch int) pathRun {
 		t.Fatal(err)
 	}
 	run.deadLetters = maps.Clone(p.DeadLetters)
+	if run.states, err = p.ExportStates(); err != nil {
+		t.Fatal(err)
+	}
+	if len(run.letters) != int(sum(run.deadLetters)) {
+		t.Errorf("exporting the states made dead letters: %d handed over, %v counted", len(run.letters), run.deadLetters)
+	}
 	return run
+}
+
+func sum(m map[string]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 // batchesOf hands events over in batches of size, as a ledger reader does.
@@ -127,9 +143,9 @@ func batchesOf(events []Message, size int) iter.Seq2[[]Message, error] {
 	}
 }
 
-// The shop's validate and user-activity run as one chain process, and
-// give the view operations and dead letters, in the same order, that they
-// give as a process each — over batches far larger than a pipe holds,
+// The shop's dedup, validate and user-activity run as one chain process,
+// and give the view operations, dead letters and dedup's states at the
+// end, in the same order, that they give as a process each — over batches far larger than a pipe holds,
 // which a driver must read the outputs of while it writes them.
 func TestChainGivesWhatProcessesGive(t *testing.T) {
 	if testing.Short() {
@@ -140,8 +156,17 @@ func TestChainGivesWhatProcessesGive(t *testing.T) {
 	t.Setenv(ChainEnv, "off")
 	separate := runShopPath(t, events, 3000)
 
-	if chained.processes != 1 || separate.processes != 2 {
-		t.Fatalf("processes: chained %d, separate %d; want 1 and 2", chained.processes, separate.processes)
+	if chained.processes != 1 || separate.processes != 3 {
+		t.Fatalf("processes: chained %d, separate %d; want 1 and 3", chained.processes, separate.processes)
+	}
+	// Every event folded once into the state of its key (the events' keys
+	// are k0…k6).
+	folded := int64(0)
+	for _, snap := range chained.states["dedup"] {
+		folded += snap.Applied
+	}
+	if len(chained.states["dedup"]) != 7 || folded != int64(len(events)) || !reflect.DeepEqual(chained.states, separate.states) {
+		t.Errorf("dedup's states: %d keys chained (%d events folded), %d separate, equal %v; want 7 keys, %d events", len(chained.states["dedup"]), folded, len(separate.states["dedup"]), reflect.DeepEqual(chained.states, separate.states), len(events))
 	}
 	if len(chained.ops) < 8000 || len(chained.letters) < 100 {
 		t.Fatalf("the run covers too little: %d operations, %d dead letters", len(chained.ops), len(chained.letters))

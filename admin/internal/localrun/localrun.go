@@ -37,6 +37,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/sandbox"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/keyed"
 	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/functions/pf/localwire"
 	"github.com/foldline/foldline/internal/textcap"
@@ -54,6 +55,9 @@ type Pipeline struct {
 	// DeadLetters counts the inputs each stage sent to its dead-letter
 	// topic, by stage name.
 	DeadLetters map[string]int64
+	// states holds what ExportStates collects: per function, each key's
+	// state.
+	states map[string]map[string]keyed.Snapshot
 	// OnDeadLetter, when set, receives every dead letter (its topic is the
 	// stage's dead-letter topic), e.g. to publish it there, with the ledger
 	// origin of the input it holds (zero when that has none).

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/keyed"
+	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/functions/pf/localwire"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -221,6 +223,12 @@ func (p *Pipeline) step(s *stage, in []Message) ([]Message, error) {
 func (p *Pipeline) route(s *stage, in, outs []Message, first uint64) ([]Message, error) {
 	next := outs[:0] // the dead letters taken out in place
 	for _, o := range outs {
+		if o.Topic == pf.StatesTopic {
+			if err := p.state(s, o); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if function, ok := s.deadLetters[o.Topic]; ok {
 			if err := p.deadLetter(function, s, o, in[o.Seq-first]); err != nil {
 				return nil, err
@@ -264,7 +272,7 @@ func (p *Pipeline) emit(events, msgs []Message, op func(cassandra.Op, Message) e
 	causes := causes{events: events}
 	var topic string // the origin topic of the last operation: the next one's too, most often
 	for _, m := range msgs {
-		if m.Topic != p.sinkInput {
+		if m.Topic != p.sinkInput || isExportMarker(m) {
 			continue
 		}
 		payload, origin, err := payloadAndOrigin(m, topic)
@@ -282,6 +290,70 @@ func (p *Pipeline) emit(events, msgs []Message, op func(cassandra.Op, Message) e
 		}
 	}
 	return nil
+}
+
+// ExportStates asks the path's stateful functions, once the ledger has run
+// through (Stream), for their keys' states (pf.PropExportStates), and
+// returns them per function name and key: what a fused backfill writes
+// into the state tables of the copy it deploys to carry on from there.
+func (p *Pipeline) ExportStates() (map[string]map[string]keyed.Snapshot, error) {
+	p.states = map[string]map[string]keyed.Snapshot{}
+	written := map[string]bool{}
+	for _, s := range p.stages {
+		written[s.output] = true
+	}
+	var markers []Message
+	seen := map[string]bool{}
+	for _, s := range p.stages {
+		for _, in := range s.inputs {
+			if !written[in] && !seen[in] {
+				seen[in] = true
+				markers = append(markers, Message{Topic: in, Ledger: -1, Entry: -1, Batch: -1,
+					Properties: map[string]string{pf.PropExportStates: "true"}})
+			}
+		}
+	}
+	if err := p.Feed(markers, func(cassandra.Op, Message) error { return nil }); err != nil {
+		return nil, fmt.Errorf("exporting the states of the path's functions: %w", err)
+	}
+	states := p.states
+	p.states = nil
+	return states, nil
+}
+
+// state takes one key's exported state from stage s's output o.
+func (p *Pipeline) state(s *stage, o Message) error {
+	out, err := localwire.DecodeOutput(o.Seq, o.Topic, o.Encoded)
+	if err != nil {
+		return s.failed(err)
+	}
+	snap, err := keyed.DecodeSnapshot(out.Payload)
+	if err != nil {
+		return s.failed(err)
+	}
+	function := out.Properties[pf.PropStatesFunction]
+	if p.states == nil {
+		return s.failed(fmt.Errorf("states of %s exported unasked", function))
+	}
+	if p.states[function] == nil {
+		p.states[function] = map[string]keyed.Snapshot{}
+	}
+	p.states[function][out.Key] = snap
+	return nil
+}
+
+// isExportMarker reports whether m is ExportStates's marker, passed on by
+// the path's functions.
+func isExportMarker(m Message) bool {
+	if m.Encoded == nil {
+		return m.Properties[pf.PropExportStates] != ""
+	}
+	f, err := localwire.ParseFields(m.Encoded)
+	if err != nil {
+		return false
+	}
+	v, ok := f.Property(pf.PropExportStates)
+	return ok && len(v) > 0
 }
 
 // payloadAndOrigin returns a derived message's payload and origin; the

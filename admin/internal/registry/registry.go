@@ -307,9 +307,10 @@ func MarkAborting(ctx context.Context, s *gocql.Session, keyspace, view, table s
 // Activate makes table the view's active table and retires the one active
 // before, in one batch on the view's partition: atomic and isolated, so a
 // reader sees the old active table or the new one, never neither. The batch
-// is a lightweight transaction on the table's row (IF EXISTS), so that it
-// never races Unregister into pointing readers at a forgotten, dropped
-// table. It returns the table active before ("" if none).
+// is a lightweight transaction on the table's row (its state one of a
+// registered table's, not aborting), so that it never races Unregister or
+// an abort into pointing readers at a forgotten, dropped table. It
+// returns the table active before ("" if none).
 func Activate(ctx context.Context, s *gocql.Session, keyspace, view, table string) (string, error) {
 	entry, err := Get(ctx, s, keyspace, view)
 	if err != nil {
@@ -332,8 +333,10 @@ func switchTo(ctx context.Context, s *gocql.Session, keyspace string, entry Entr
 		return table, nil
 	}
 	b := s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
-	b.Query(fmt.Sprintf(`UPDATE %s SET active_table = ?, state = ? WHERE view_name = ? AND table_name = ? IF EXISTS`, cqlname.Table(keyspace, Table)),
-		table, StateActive, view, table)
+	// The row must exist, and not be aborting (MarkAborting): a table an
+	// abort is removing is never made active, whatever the caller read.
+	b.Query(fmt.Sprintf(`UPDATE %s SET active_table = ?, state = ? WHERE view_name = ? AND table_name = ? IF state IN (?, ?, ?, ?)`, cqlname.Table(keyspace, Table)),
+		table, StateActive, view, table, StateActive, StateBuilding, StateRetired, StateSnapshot)
 	if entry.ActiveTable != "" {
 		b.Query(fmt.Sprintf(`UPDATE %s SET state = ? WHERE view_name = ? AND table_name = ?`, cqlname.Table(keyspace, Table)),
 			StateRetired, view, entry.ActiveTable)
@@ -346,7 +349,7 @@ func switchTo(ctx context.Context, s *gocql.Session, keyspace string, entry Entr
 		return "", fmt.Errorf("switching view %s to table %s: %w", view, table, err)
 	}
 	if !applied {
-		return "", fmt.Errorf("activating %s.%s for view %s (removed meanwhile): %w", keyspace, table, view, ErrUnknownTable)
+		return "", fmt.Errorf("activating %s.%s for view %s (removed or being aborted meanwhile): %w", keyspace, table, view, ErrUnknownTable)
 	}
 	return entry.ActiveTable, nil
 }

@@ -611,3 +611,32 @@ func daysIn(month, year int) int {
 	}
 	return 31
 }
+
+// Members reads the JSON object data and sets out[i] to the raw value of
+// its member names[i] (nil when it has none; the last one when it has
+// several, as encoding/json's map does). ok is false for anything it does
+// not read — not an object, malformed, a member name with escapes — which
+// the caller hands to encoding/json instead.
+func Members(data []byte, names []string, out []json.RawMessage) (ok bool) {
+	clear(out)
+	r := NewReader(data)
+	if !r.Object() {
+		return false
+	}
+	for {
+		key, plain, more := r.NextKey()
+		if !more {
+			break
+		}
+		if !plain {
+			return false
+		}
+		raw := r.Raw()
+		for i, name := range names {
+			if string(key) == name {
+				out[i] = raw
+			}
+		}
+	}
+	return r.Done()
+}

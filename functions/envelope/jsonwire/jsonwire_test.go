@@ -1,6 +1,7 @@
 package jsonwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -140,5 +141,46 @@ func TestNextKeyIs(t *testing.T) {
 	r.Object()
 	if !r.NextKeyIs("a") || r.Raw() == nil || r.NextKeyIs("a") || !r.NextKeyIs("bb") {
 		t.Errorf("NextKeyIs refused a canonical member of %s", r.data)
+	}
+}
+
+// TestMembersAgreesWithUnmarshal checks that whatever Members reads, it
+// reads as encoding/json's map does, and that it reads the common forms.
+func TestMembersAgreesWithUnmarshal(t *testing.T) {
+	names := []string{"id", "user", "time"}
+	inputs := []string{
+		`{"id":"e-1","type":"page_view","user":"u1","time":"2026-11-01T00:00:00Z","url":"/a"}`,
+		` { "user" : "u2" , "id" : 42 , "nested" : {"id":"inner","a":[1,{"user":"x"}]} } `,
+		`{"id":"a","id":"b"}`,
+		`{"id":null,"user":7,"time":{"x":1}}`,
+		`{"i\u0064":"escaped name"}`,
+		`{"id":"e-1",}`,
+		`{"id":"e-1"} trailing`,
+		`[1,2]`,
+		`"id"`,
+		`{}`,
+		`{"id":"\u00e9"}`,
+	}
+	for _, in := range inputs {
+		var got [3]json.RawMessage
+		ok := Members([]byte(in), names, got[:])
+		var m map[string]json.RawMessage
+		err := json.Unmarshal([]byte(in), &m)
+		if !ok {
+			continue // left to encoding/json
+		}
+		if err != nil {
+			t.Errorf("Members read %s, which encoding/json refuses: %v", in, err)
+			continue
+		}
+		for i, name := range names {
+			if string(got[i]) != string(bytes.TrimSpace(m[name])) {
+				t.Errorf("%s: member %s = %s, encoding/json %s", in, name, got[i], m[name])
+			}
+		}
+	}
+	var got [3]json.RawMessage
+	if !Members([]byte(inputs[0]), names, got[:]) || string(got[0]) != `"e-1"` {
+		t.Errorf("Members of a shop event: %q", got)
 	}
 }

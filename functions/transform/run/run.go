@@ -4,6 +4,10 @@
 //
 //	func main() { run.Main(mytransform.Transformation) }
 //
+// for a stateful one (transform.NewStateful) too: run keeps its keys'
+// states (package keyed) in memory in a local run and in its state table
+// in Cassandra when deployed.
+//
 // Every error a transformation returns is about its input (it does no I/O),
 // so it is marked permanent: the runtime sends the input to the dead-letter
 // topic with the error text as the reason instead of retrying. Each output
@@ -58,8 +62,16 @@ type opsProcessor interface {
 	ProcessOps(transform.Message) ([]transform.Record, error)
 }
 
-// Handler adapts p to the runtime's handler shape.
+// Handler adapts p to the runtime's handler shape. A stateful
+// transformation (transform.KeyedProcessor) gets its keys' states: see
+// keyedHandler.
 func Handler(p transform.Processor) func(context.Context, []byte) ([]pf.Record, error) {
+	if c, ok := p.(transform.Configurable); ok {
+		return configuredHandler(c)
+	}
+	if kp, ok := p.(transform.KeyedProcessor); ok {
+		return keyedHandler(kp)
+	}
 	return handler(func(in transform.Message) ([]pf.Record, error) { return Process(p, in) })
 }
 

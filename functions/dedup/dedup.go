@@ -1,0 +1,138 @@
+// Package dedup is the stage that makes ingestion exactly once per event
+// id: it reads a tenant's ledger and passes each event on, unchanged, the
+// first time its id comes under its key, and never again — whichever file,
+// process or producer published it, however long after. foldline ingest
+// and the producer package (admin/ingest/producer) retry freely because of
+// it, and the broker's own deduplication, which forgets a producer after
+// hours of silence and knows nothing of the same event in another file,
+// is only a first line.
+//
+// It is a stateful transformation (transform.NewStateful) keyed by the
+// message key, the entity key ingest sets: the state of a key is the set
+// of event ids seen under it, so one writer per key (the runtime's
+// key-ordered subscription) keeps it exact and the stage scales out as any
+// other. The id field is the tenant's (its manifest's eventId), given to the
+// stage as user config eventIdField (foldline deploy sets it; default id).
+//
+// What it decides:
+//   - an event whose id was seen under its key is dropped: no output, so
+//     no view moves;
+//   - the same id under another key is another event: ids are unique per
+//     entity (see docs/ingestion.md for why, and what it would cost
+//     otherwise);
+//   - an event with no id it can read (not a JSON object, no such field, or
+//     a value other than a string or a number) passes on, for the next stage
+//     to judge: the shop's validate dead-letters it with the reason.
+package dedup
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/foldline/foldline/functions/envelope/jsonwire"
+	"github.com/foldline/foldline/functions/transform"
+)
+
+// UserConfigIDField names the event field that holds the event's id.
+const UserConfigIDField = "eventIdField"
+
+// DefaultIDField is the id field when the user config names none.
+const DefaultIDField = "id"
+
+// State is a key's state: the ids seen under it.
+type State struct {
+	IDs map[string]bool `json:"ids,omitempty"`
+}
+
+// Event is a ledger event as the stage sees it: its payload, and its id.
+type Event struct {
+	Payload []byte
+	// ID is the id's text ("" when the event has none the stage reads): a
+	// string's value, or a number as JSON writes it.
+	ID string
+}
+
+// Stage is the deduplication with its id field.
+type Stage struct {
+	*transform.Stateful[State, Event]
+	field string
+}
+
+// Transformation is the stage the runtime configures from the user config
+// (Configure): a generic stage's one-line main runs it.
+var Transformation = &Stage{Stateful: New(DefaultIDField).Stateful, field: DefaultIDField}
+
+// New returns the deduplication by field.
+func New(field string) *Stage {
+	return &Stage{Stateful: transform.NewStateful(decoder(field), distinct), field: field}
+}
+
+// Configure returns the stage for the user config's id field.
+func (s *Stage) Configure(userConfig map[string]any) (transform.Processor, error) {
+	field := DefaultIDField
+	if v, ok := userConfig[UserConfigIDField]; ok {
+		text, ok := v.(string)
+		if !ok || text == "" {
+			return nil, fmt.Errorf("%s %v: want the name of the events' id field", UserConfigIDField, v)
+		}
+		field = text
+	}
+	return New(field).Stateful, nil
+}
+
+// decoder reads an event's id from field; it never fails: an event
+// without a readable id passes on.
+func decoder(field string) transform.Decoder[Event] {
+	names := []string{field}
+	return func(payload []byte) (Event, error) {
+		ev := Event{Payload: payload}
+		var member [1]json.RawMessage
+		if !jsonwire.Members(payload, names, member[:]) {
+			var fields map[string]json.RawMessage
+			if json.Unmarshal(payload, &fields) != nil {
+				return ev, nil
+			}
+			member[0] = fields[field]
+		}
+		ev.ID = IDOf(member[0])
+		return ev, nil
+	}
+}
+
+// IDOf returns the id an event's id member holds: a string's value, or a
+// number as written; "" for anything else (missing, null, another type),
+// which no event is told apart by. Producers (package client) read ids
+// with it too, so that what they refuse as having no id is what this
+// stage would pass on unchecked.
+func IDOf(member json.RawMessage) string {
+	if s, ok := jsonwire.PlainString(member); ok {
+		return s
+	}
+	var s string
+	var n json.Number
+	switch {
+	case len(member) == 0:
+	case json.Unmarshal(member, &s) == nil:
+		return s
+	case json.Unmarshal(member, &n) == nil:
+		return n.String()
+	}
+	return ""
+}
+
+// distinct passes an event on the first time its id comes under its key.
+func distinct(state State, in transform.Input[Event]) (State, []transform.Output, error) {
+	e := in.Event
+	pass := []transform.Output{transform.EmitBytes("", e.Payload)}
+	if e.ID == "" {
+		return state, pass, nil
+	}
+	if state.IDs[e.ID] {
+		return state, nil, nil
+	}
+	if state.IDs == nil {
+		state.IDs = map[string]bool{}
+	}
+	state.IDs[e.ID] = true
+	return state, pass, nil
+}

@@ -1,0 +1,96 @@
+package dedup_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/foldline/foldline/functions/dedup"
+	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/keyed"
+	"github.com/foldline/foldline/functions/transform"
+	"github.com/foldline/foldline/functions/transform/transformtest"
+)
+
+func msg(key, payload string, entry int64) transform.Message {
+	return transform.Message{Key: key, Payload: []byte(payload), Origin: envelope.Origin{
+		Topic: "persistent://shop/ledger/events", Position: envelope.Position{Ledger: 3, Entry: entry},
+	}}
+}
+
+func TestContract(t *testing.T) {
+	transformtest.RunStatefulPassing(t, dedup.New("id"),
+		msg("u1", `{"id":"e-1","user":"u1"}`, 1),
+		msg("u1", `{"id":"e-2","user":"u1"}`, 2),
+		msg("u2", `{"id":"e-1","user":"u2"}`, 3),
+		msg("u1", `{"id":"e-1","user":"u1","again":true}`, 4),
+		msg("u1", `not json`, 5),
+	)
+	transformtest.StateRoundTrips(t, dedup.State{IDs: map[string]bool{"e-1": true, "e-\u2028": true}})
+}
+
+// TestDistinct folds a stream through the stage, one process: what passes.
+func TestDistinct(t *testing.T) {
+	tests := []struct {
+		name  string
+		field string
+		in    []transform.Message
+		want  []string // payloads passed on, in order
+	}{
+		{name: "an id seen under its key is dropped", field: "id",
+			in:   []transform.Message{msg("u1", `{"id":"a"}`, 1), msg("u1", `{"id":"b"}`, 2), msg("u1", `{"id":"a","x":1}`, 3)},
+			want: []string{`{"id":"a"}`, `{"id":"b"}`}},
+		{name: "the same id under another key is another event", field: "id",
+			in:   []transform.Message{msg("u1", `{"id":"a"}`, 1), msg("u2", `{"id":"a"}`, 2)},
+			want: []string{`{"id":"a"}`, `{"id":"a"}`}},
+		{name: "numbers are ids too", field: "id",
+			in:   []transform.Message{msg("u1", `{"id":42}`, 1), msg("u1", `{"id":42.0}`, 2), msg("u1", `{"id":42}`, 3)},
+			want: []string{`{"id":42}`, `{"id":42.0}`}},
+		{name: "no id passes on for the next stage to judge", field: "id",
+			in:   []transform.Message{msg("", `[1]`, 1), msg("", `[1]`, 2), msg("u1", `{"ID":"a"}`, 3), msg("u1", `{"id":null}`, 4), msg("u1", `{"id":["a"]}`, 5)},
+			want: []string{`[1]`, `[1]`, `{"ID":"a"}`, `{"id":null}`, `{"id":["a"]}`}},
+		{name: "another field", field: "event_id",
+			in:   []transform.Message{msg("u1", `{"event_id":"a","id":"1"}`, 1), msg("u1", `{"event_id":"a","id":"2"}`, 2)},
+			want: []string{`{"event_id":"a","id":"1"}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := dedup.Transformation.Configure(map[string]any{dedup.UserConfigIDField: tt.field})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, again := p.(transform.Configurable); again {
+				t.Fatal("Configure returned a transformation to configure again")
+			}
+			kp := p.(transform.KeyedProcessor)
+			store := keyed.New(keyed.NewMemory(), kp.StateCodec(), keyed.Options{Inline: true})
+			var got []string
+			for _, m := range tt.in {
+				recs, txn, err := kp.ProcessKeyed(context.Background(), store, m)
+				if err != nil {
+					t.Fatalf("%s: %v", m.Payload, err)
+				}
+				txn.Settle(func(error) {})
+				for _, r := range recs {
+					if r.Key != m.Key || r.Origin != m.Origin {
+						t.Errorf("passed on as key %q origin %v, want the input's", r.Key, r.Origin)
+					}
+					got = append(got, string(r.Payload))
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("passed on %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigure(t *testing.T) {
+	if _, err := dedup.Transformation.Configure(map[string]any{dedup.UserConfigIDField: 3.0}); err == nil || !strings.Contains(err.Error(), "eventIdField") {
+		t.Errorf("a number as the id field: %v", err)
+	}
+	if _, err := dedup.Transformation.Configure(nil); err != nil {
+		t.Errorf("no user config: %v", err)
+	}
+}

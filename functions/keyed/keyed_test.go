@@ -1,0 +1,314 @@
+package keyed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/foldline/foldline/functions/envelope"
+)
+
+const ledgerTopic = "persistent://t/ledger/events-partition-0"
+
+// sim is a ledger, the reference fold of it and what the runtime made of
+// it so far: the durable backend, the outputs downstream (deduplicated by
+// origin, as every stage downstream does) and the acknowledgements.
+type sim struct {
+	t      *testing.T
+	rng    *rand.Rand
+	events []simEvent
+	// want holds each event's output and the final states.
+	want       map[int]string
+	wantStates map[string]int
+	durable    *Memory
+	outputs    map[int]string
+	acked      map[int]bool
+	mu         sync.Mutex
+}
+
+type simEvent struct {
+	key   string
+	value int
+}
+
+func (e simEvent) rejected() bool { return e.value%7 == 0 }
+
+func pos(i int) envelope.Position { return envelope.Position{Ledger: 1, Entry: int64(i), Epoch: "e1"} }
+
+func newSim(t *testing.T, seed uint64, n, keys int) *sim {
+	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, 1)), want: map[int]string{}, wantStates: map[string]int{},
+		durable: NewMemory(), outputs: map[int]string{}, acked: map[int]bool{}}
+	for i := range n {
+		e := simEvent{key: fmt.Sprintf("k%d", s.rng.IntN(keys)), value: s.rng.IntN(100)}
+		s.events = append(s.events, e)
+		s.want[i] = s.output(s.wantStates[e.key], e)
+		if !e.rejected() {
+			s.wantStates[e.key] += e.value
+		}
+	}
+	return s
+}
+
+// output is what the transformation emits for e from the state sum: the
+// new sum, or a dead letter.
+func (s *sim) output(sum int, e simEvent) string {
+	if e.rejected() {
+		return fmt.Sprintf("%s dead letter at %d", e.key, sum)
+	}
+	return fmt.Sprintf("%s %d", e.key, sum+e.value)
+}
+
+// emit records an output downstream, checking that a redelivered one is
+// the same.
+func (s *sim) emit(i int, out string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.outputs[i]; ok && old != out {
+		s.t.Errorf("event %d emitted %q again as %q", i, old, out)
+	}
+	s.outputs[i] = out
+}
+
+func (s *sim) unacked() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for i := range s.events {
+		if !s.acked[i] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// process begins event i and computes it; it returns the transaction and
+// its output ("" for a duplicate).
+func (s *sim) process(store *Store, i int) (*Txn, string) {
+	e := s.events[i]
+	txn, err := store.Begin(context.Background(), e.key, envelope.Origin{Topic: ledgerTopic, Position: pos(i)})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if txn.Duplicate() {
+		return txn, ""
+	}
+	sum := txn.State().(int)
+	out := s.output(sum, e)
+	if e.rejected() {
+		err = txn.Abort()
+	} else {
+		err = txn.Commit(sum + e.value)
+	}
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return txn, out
+}
+
+func (s *sim) check() {
+	s.t.Helper()
+	for i := range s.events {
+		if s.outputs[i] != s.want[i] {
+			s.t.Errorf("event %d: output %q, want %q", i, s.outputs[i], s.want[i])
+		}
+	}
+	codec := JSON[int]()
+	for key, want := range s.wantStates {
+		snap, _ := s.durable.Load(context.Background(), key)
+		got, err := codec.Decode(snap.State)
+		if err != nil || got.(int) != want {
+			s.t.Errorf("key %s: stored state %v (%v), want %d", key, got, err, want)
+		}
+	}
+}
+
+type inFlight struct {
+	i   int
+	txn *Txn
+	out string
+}
+
+// TestStoreEqualsTheFoldAcrossCrashesAndRedeliveries runs a ledger through
+// the store as the runtime would, with outputs confirmed late, sessions
+// that end (everything unacknowledged comes again to the same process),
+// acknowledgements lost and crashes (a new process, the backend kept) at
+// random points: the outputs downstream and the saved states equal the
+// fold.
+func TestStoreEqualsTheFoldAcrossCrashesAndRedeliveries(t *testing.T) {
+	for seed := range uint64(60) {
+		// A third of the runs never crash: ended sessions alone must not
+		// leave an input unacknowledged for good.
+		crashRate := []float64{0.01, 0.002, 0}[seed%3]
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			s := newSim(t, seed, 300, 1+int(seed%6))
+			crashes, sessions := 0, 0
+			for round := 0; len(s.unacked()) > 0; round++ {
+				if round > 1000 {
+					t.Fatal("the ledger never got acknowledged")
+				}
+				cache := []int{Unlimited, Off, 1, 3}[s.rng.IntN(4)]
+				store := New(s.durable, JSON[int](), Options{Inline: true, CacheKeys: cache})
+				crashed := false
+				for session := 0; !crashed; session++ {
+					if session > 200 {
+						t.Fatalf("%d inputs never acknowledged in one process", len(s.unacked()))
+					}
+					queue := s.unacked()
+					var sending, settling []inFlight
+					for len(queue) > 0 || len(sending) > 0 || len(settling) > 0 {
+						switch r := s.rng.Float64(); {
+						case r < crashRate:
+							crashed = true
+							crashes++
+						case r < 0.02:
+							// A failed send ends the session: nothing more is
+							// settled, and everything unacknowledged comes again.
+							sessions++
+							queue, sending, settling = nil, nil, nil
+							continue
+						case r < 0.5 && len(queue) > 0:
+							txn, out := s.process(store, queue[0])
+							sending = append(sending, inFlight{queue[0], txn, out})
+							queue = queue[1:]
+						case r < 0.75 && len(sending) > 0:
+							if f := sending[0]; f.out != "" {
+								s.emit(f.i, f.out)
+							}
+							settling = append(settling, sending[0])
+							sending = sending[1:]
+						case len(settling) > 0:
+							f := settling[0]
+							settling = settling[1:]
+							lost := s.rng.Float64() < 0.1
+							f.txn.Settle(func(err error) {
+								if err != nil {
+									t.Errorf("settled with %v", err)
+								}
+								if !lost {
+									s.mu.Lock()
+									s.acked[f.i] = true
+									s.mu.Unlock()
+								}
+							})
+						}
+						if crashed {
+							break
+						}
+					}
+					if !crashed && len(s.unacked()) == 0 {
+						break
+					}
+				}
+			}
+			s.check()
+			t.Logf("%d crashes, %d ended sessions", crashes, sessions)
+		})
+	}
+}
+
+// slowMemory is a Memory whose saves take a while and sometimes fail.
+type slowMemory struct {
+	*Memory
+	rng   *rand.Rand
+	mu    sync.Mutex
+	saves int
+}
+
+func (m *slowMemory) Save(ctx context.Context, key string, snap Snapshot) error {
+	m.mu.Lock()
+	d := time.Duration(m.rng.IntN(300)) * time.Microsecond
+	fail := m.rng.IntN(10) == 0
+	m.saves++
+	m.mu.Unlock()
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if fail {
+		return errors.New("write timed out")
+	}
+	return m.Memory.Save(ctx, key, snap)
+}
+
+// TestStoreConcurrentSavesCoalesce settles from several goroutines while
+// saves run concurrently, slowly and sometimes failing, and kills the store
+// a few times: a key's saves never overlap or go back, and the end equals
+// the fold.
+func TestStoreConcurrentSavesCoalesce(t *testing.T) {
+	s := newSim(t, 99, 2000, 8)
+	backend := &slowMemory{Memory: s.durable, rng: rand.New(rand.NewPCG(7, 7))}
+	for round := 0; len(s.unacked()) > 0; round++ {
+		store := New(backend, JSON[int](), Options{RetryBackoffMin: time.Millisecond, RetryBackoffMax: 2 * time.Millisecond, CacheKeys: 4})
+		queue := s.unacked()
+		if round < 3 {
+			queue = queue[:len(queue)/2] // killed half way
+		}
+		var wg sync.WaitGroup
+		for _, i := range queue {
+			txn, out := s.process(store, i)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(i%5) * 50 * time.Microsecond)
+				if out != "" {
+					s.emit(i, out)
+				}
+				txn.Settle(func(error) {
+					s.mu.Lock()
+					s.acked[i] = true
+					s.mu.Unlock()
+				})
+			}()
+		}
+		wg.Wait()
+		if round < 3 {
+			store.Close() // saves in flight stop: their inputs stay unacknowledged
+			continue
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for len(s.unacked()) > 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		store.Close()
+	}
+	s.check()
+	if backend.saves >= len(s.events) {
+		t.Errorf("%d saves for %d events: saves of a key did not coalesce", backend.saves, len(s.events))
+	}
+	t.Logf("%d saves for %d events", backend.saves, len(s.events))
+}
+
+// TestStoreRefusesAnotherEpoch checks that an input of another epoch of
+// its topic is refused rather than compared.
+func TestStoreRefusesAnotherEpoch(t *testing.T) {
+	store := New(NewMemory(), JSON[int](), Options{Inline: true})
+	txn, err := store.Begin(t.Context(), "k", envelope.Origin{Topic: ledgerTopic, Position: pos(5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Commit(1); err != nil {
+		t.Fatal(err)
+	}
+	txn.Settle(func(error) {})
+	other := pos(1)
+	other.Epoch = "e2"
+	if _, err := store.Begin(t.Context(), "k", envelope.Origin{Topic: ledgerTopic, Position: other}); !errors.Is(err, ErrEpochChanged) {
+		t.Fatalf("Begin of another epoch: %v, want ErrEpochChanged", err)
+	}
+	// Unknown epochs compare, as the sink's do.
+	unknown := pos(3)
+	unknown.Epoch = ""
+	txn, err = store.Begin(t.Context(), "k", envelope.Origin{Topic: ledgerTopic, Position: unknown})
+	if err != nil || !txn.Duplicate() {
+		t.Fatalf("Begin of an earlier position without epoch: %v, duplicate %v", err, txn != nil && txn.Duplicate())
+	}
+	if got := slices.Collect(func(yield func(int) bool) { yield(store.Keys()) }); got[0] != 1 {
+		t.Errorf("keys %v", got)
+	}
+}

@@ -1,0 +1,109 @@
+package keyed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/foldline/foldline/functions/envelope"
+)
+
+// Memory is a Backend in memory: what a local run (verify, training sets,
+// replays) folds the states into, from the ledger's first event on.
+type Memory struct {
+	mu    sync.Mutex
+	snaps map[string]Snapshot
+}
+
+// NewMemory returns an empty Memory.
+func NewMemory() *Memory { return &Memory{snaps: map[string]Snapshot{}} }
+
+// Load returns the snapshot saved under key.
+func (m *Memory) Load(_ context.Context, key string) (Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.snaps[key], nil
+}
+
+// Save keeps snap unless a snapshot of a higher Applied is kept.
+func (m *Memory) Save(_ context.Context, key string, snap Snapshot) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.snaps[key]; !ok || snap.Applied >= old.Applied {
+		m.snaps[key] = snap
+	}
+	return nil
+}
+
+// Keys returns how many keys hold a snapshot.
+func (m *Memory) Keys() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.snaps)
+}
+
+// JSON returns the Codec of states of type S as encoding/json writes them:
+// Decode(nil) is the zero S.
+func JSON[S any]() Codec {
+	return Codec{
+		Encode: func(state any) ([]byte, error) { return json.Marshal(state) },
+		Decode: func(data []byte) (any, error) {
+			var s S
+			if data == nil {
+				return s, nil
+			}
+			err := json.Unmarshal(data, &s)
+			return s, err
+		},
+	}
+}
+
+// Snapshots returns every key's snapshot, by key.
+func (m *Memory) Snapshots() map[string]Snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.snaps)
+}
+
+// snapshotJSON is a Snapshot as EncodeSnapshot writes it.
+type snapshotJSON struct {
+	State     *string           `json:"state"`
+	Positions map[string]string `json:"positions"`
+	Applied   int64             `json:"applied"`
+}
+
+// EncodeSnapshot writes a snapshot as JSON: how a local run hands its
+// states to the process that saves them (a fused backfill).
+func EncodeSnapshot(snap Snapshot) ([]byte, error) {
+	j := snapshotJSON{Positions: make(map[string]string, len(snap.Positions)), Applied: snap.Applied}
+	if snap.State != nil {
+		s := string(snap.State)
+		j.State = &s
+	}
+	for topic, p := range snap.Positions {
+		j.Positions[topic] = p.String()
+	}
+	return json.Marshal(j)
+}
+
+// DecodeSnapshot reads what EncodeSnapshot wrote.
+func DecodeSnapshot(data []byte) (Snapshot, error) {
+	var j snapshotJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return Snapshot{}, fmt.Errorf("decoding a state snapshot: %w", err)
+	}
+	snap := Snapshot{Applied: j.Applied, Positions: make(map[string]envelope.Position, len(j.Positions))}
+	if j.State != nil {
+		snap.State = []byte(*j.State)
+	}
+	for topic, text := range j.Positions {
+		p, err := envelope.ParsePosition(text)
+		if err != nil {
+			return Snapshot{}, fmt.Errorf("decoding a state snapshot: %w", err)
+		}
+		snap.Positions[topic] = p
+	}
+	return snap, nil
+}
