@@ -45,7 +45,7 @@ func TestContractOfGoAndYAML(t *testing.T) {
 		{name: "a pipeline entry whose binary feeds another view", change: func(t *testing.T, dir string) {
 			edit(t, dir, "pipeline.yaml", "functions/shop/useractivity/cmd", "functions/shop/productsales/cmd")
 		}, want: []string{
-			"pipeline.yaml:", "functions[1].binary: user-activity's binary emits operations on view product_sales, but its output persistent://shop/pipeline/user-activity-ops feeds view user_activity",
+			"pipeline.yaml:", "functions[2].binary: user-activity's binary emits operations on view product_sales, but its output persistent://shop/pipeline/user-activity-ops feeds view user_activity",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
