@@ -3,7 +3,6 @@ package deploy
 import (
 	"errors"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +16,7 @@ import (
 // shopGraph returns the shop manifests' DAG.
 func shopGraph(t *testing.T) *manifest.Graph {
 	t.Helper()
-	set, err := manifest.Load(filepath.Join(testenv.RepoRoot(), "manifests"))
+	set, err := manifest.Load(testenv.ShopManifestsDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +34,7 @@ func shopGraph(t *testing.T) *manifest.Graph {
 func TestConfigDigestCountsWhatTheCodeReads(t *testing.T) {
 	graph := shopGraph(t)
 	path := graph.PathTo("user_activity")
-	function, sink := path[1], path[2]
+	function, sink := path[len(path)-2], path[len(path)-1]
 	if function.Name != "user-activity" || sink.Kind != manifest.StageSink {
 		t.Fatalf("unexpected path %v", path)
 	}
@@ -57,6 +56,8 @@ func TestConfigDigestCountsWhatTheCodeReads(t *testing.T) {
 		return &c
 	}
 	forked := manifest.ForkPath(path, 2)
+	// The copies of the function and the sink: the path's last two stages.
+	forkedFunction, forkedSink := forked[len(forked)-2], forked[len(forked)-1]
 	cases := []struct {
 		name     string
 		stage    *manifest.Stage
@@ -64,8 +65,8 @@ func TestConfigDigestCountsWhatTheCodeReads(t *testing.T) {
 		wantSame bool
 	}{
 		{"the same stage", function, function, true},
-		{"a backfill's copy", forked[1], function, true},
-		{"a copy's sink, another version", forked[2], sink, true},
+		{"a backfill's copy", forkedFunction, function, true},
+		{"a copy's sink, another version", forkedSink, sink, true},
 		{"more instances", editFunction(func(st *manifest.Stage) { st.Parallelism, st.Function.Config.Parallelism = 3, 3 }), function, true},
 		{"the runtime's settings", editFunction(func(st *manifest.Stage) {
 			st.Function.Config.UserConfig["receiverQueueSize"] = 10
@@ -94,8 +95,8 @@ func TestConfigDigestCountsWhatTheCodeReads(t *testing.T) {
 			}
 		})
 	}
-	if stageKey(forked[1]) != "user-activity" || stageKey(forked[2]) != registry.SinkStage {
-		t.Errorf("stage keys of the copy: %q, %q; want user-activity, sink", stageKey(forked[1]), stageKey(forked[2]))
+	if stageKey(forkedFunction) != "user-activity" || stageKey(forkedSink) != registry.SinkStage {
+		t.Errorf("stage keys of the copy: %q, %q; want user-activity, sink", stageKey(forkedFunction), stageKey(forkedSink))
 	}
 }
 
