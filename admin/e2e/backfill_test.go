@@ -112,11 +112,11 @@ func TestBackfillNewView(t *testing.T) {
 	}
 
 	// Live traffic and a crash of the backfill's first stage midway (its
-	// copy shares the live validate, which user_activity's table was built
-	// with: purchases is its first stage).
+	// copy shares the live dedup and validate, which user_activity's table
+	// was built with: purchases is its first stage).
 	s.ingest(t, events[6000:])
-	if len(rec.Shares) != 1 || rec.Shares[0].Name != "validate" {
-		t.Fatalf("the backfill shares %+v, want validate", rec.Shares)
+	if len(rec.Shares) != 2 || rec.Shares[0].Name != "dedup" || rec.Shares[1].Name != "validate" {
+		t.Fatalf("the backfill shares %+v, want dedup and validate", rec.Shares)
 	}
 	first := "purchases" + "-bf-product_sales_v1"
 	testenv.WaitFor(t, time.Minute, first+" running", func() bool { return s.killOnce(t, first) })

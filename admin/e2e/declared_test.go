@@ -25,21 +25,13 @@ import (
 )
 
 // declaredShopManifests is a copy of the shop's manifests with only what
-// the views declared in YAML need: the tenant, the validate stage, and
-// the views user_purchases_7d and sku_units_1d, whose functions the
-// loader adds.
+// the views declared in YAML need: the tenant, the dedup and validate
+// stages, and the views user_purchases_7d and sku_units_1d, whose functions
+// the loader adds.
 func declaredShopManifests(t testing.TB) string {
 	t.Helper()
 	dir := testenv.ShopManifests(t)
-	for _, f := range []string{"views/user_activity.yaml", "views/product_sales.yaml", "functions/user-activity.yaml", "functions/purchases.yaml", "functions/product-sales.yaml"} {
-		if err := os.Remove(filepath.Join(dir, f)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pipeline := "kind: Pipeline\nname: shop\nfunctions:\n  - config: functions/validate.yaml\n    binary: github.com/foldline/foldline/functions/shop/validate/cmd\n"
-	if err := os.WriteFile(filepath.Join(dir, "pipeline.yaml"), []byte(pipeline), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dropFromShop(t, dir, []string{"user_activity", "product_sales", "sku_refunds"}, []string{"user-activity", "purchases", "product-sales", "orders", "sku-refunds"})
 	return dir
 }
 
@@ -69,7 +61,7 @@ func TestDeclaredViewsFoldByEventTime(t *testing.T) {
 	lines := bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n"))
 	s.ingest(t, lines)
 
-	folder := shopfold.NewFolder()
+	folder := shopfold.NewDistinctFolder()
 	for _, l := range lines {
 		_ = folder.Add(l)
 	}

@@ -119,6 +119,41 @@ func (s *shop) pulsarAdmin(t testing.TB) pulsaradmin.Client {
 	return admin
 }
 
+// dropFromShop removes views and functions from the shop's manifests in
+// dir: the views' and the functions' files, and the functions' entries in
+// pipeline.yaml.
+func dropFromShop(t testing.TB, dir string, views, functions []string) {
+	t.Helper()
+	for _, v := range views {
+		if err := os.Remove(filepath.Join(dir, "views", v+".yaml")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pipeline := filepath.Join(dir, "pipeline.yaml")
+	text, err := os.ReadFile(pipeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := strings.Split(string(text), "\n  - config: ")
+	kept := entries[:1]
+	for _, entry := range entries[1:] {
+		if !slices.ContainsFunc(functions, func(f string) bool { return strings.HasPrefix(entry, "functions/"+f+".yaml\n") }) {
+			kept = append(kept, entry)
+		}
+	}
+	if len(kept) != len(entries)-len(functions) {
+		t.Fatalf("%s: found %d of the entries of %v", pipeline, len(entries)-len(kept), functions)
+	}
+	if err := os.WriteFile(pipeline, []byte(strings.Join(kept, "\n  - config: ")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range functions {
+		if err := os.Remove(filepath.Join(dir, "functions", f+".yaml")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // generate makes n shop events (with malformed lines) from seed, with
 // ids of the seed's own (the shop counts an event once per user and id:
 // two streams into one ledger must not share ids), their event times
@@ -304,13 +339,14 @@ func diffRows[K cmp.Ordered, V comparable](view string, got, want map[K]V, add f
 }
 
 // windowsDiff describes how the shop's windowed views, read as of now,
-// differ from the fold by event time of the ledger's valid purchases; ""
-// when they do not, or when the deployed manifests declare none.
+// differ from the fold by event time of the ledger's valid purchases (each
+// event id once); "" when they do not, or when the deployed manifests
+// declare none.
 func (s *shop) windowsDiff(t testing.TB) string {
 	if !s.windowed {
 		return ""
 	}
-	folder := shopfold.NewFolder()
+	folder := shopfold.NewDistinctFolder()
 	for _, l := range s.ledger {
 		_ = folder.Add(l)
 	}

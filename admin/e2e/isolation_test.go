@@ -68,7 +68,7 @@ func TestTenantIsolation(t *testing.T) {
 	})
 
 	t.Run("B's deployed functions carry B's credentials, not the superuser's", func(t *testing.T) {
-		var names []string
+		names := slices.Clone(cassandraBound)
 		for _, sink := range sinks {
 			names = append(names, sink.name)
 		}
@@ -409,9 +409,10 @@ func topicEntries(t *testing.T, svc services.Services, topic string) int64 {
 // requireRunsAs fails unless every function of tenant's pipeline namespace
 // (read as the superuser, secrets included) carries in its secrets a token
 // whose subject is the tenant's role, never the superuser's, and unless
-// exactly the sinks (their names in sinks, which must be deployed) carry
-// the tenant's Cassandra login, never the superuser's.
-func requireRunsAs(t *testing.T, svc services.Services, key []byte, tenant string, sinks []string) {
+// exactly the functions that use Cassandra (the sinks and the stateful
+// stages: their names in users, which must be deployed) carry the tenant's
+// Cassandra login, never the superuser's.
+func requireRunsAs(t *testing.T, svc services.Services, key []byte, tenant string, users []string) {
 	t.Helper()
 	id := tenantid.Derive(key, tenant, 0)
 	superToken, err := svc.PulsarTokenValue()
@@ -431,13 +432,13 @@ func requireRunsAs(t *testing.T, svc services.Services, key []byte, tenant strin
 	if err != nil {
 		t.Fatalf("listing the functions of %s: %v", tenant, err)
 	}
-	for _, sink := range sinks {
-		if !slices.Contains(names, sink) {
-			t.Fatalf("sink %s is not among the deployed functions %v", sink, names)
+	for _, user := range users {
+		if !slices.Contains(names, user) {
+			t.Fatalf("function %s is not among the deployed functions %v", user, names)
 		}
 	}
-	if len(names) <= len(sinks) {
-		t.Fatalf("deployed functions %v: no function besides the sinks", names)
+	if len(names) <= len(users) {
+		t.Fatalf("deployed functions %v: no function besides those that use Cassandra", names)
 	}
 	for _, name := range names {
 		conf, err := fns.GetFunction(tenant, "pipeline", name)
@@ -457,14 +458,14 @@ func requireRunsAs(t *testing.T, svc services.Services, key []byte, tenant strin
 		user, _ := conf.Secrets[cassandra.SecretUsername].(string)
 		password, _ := conf.Secrets[cassandra.SecretPassword].(string)
 		switch {
-		case !slices.Contains(sinks, name):
+		case !slices.Contains(users, name):
 			if user != "" || password != "" {
-				t.Errorf("function %s, not a sink, carries a Cassandra login (%q)", name, user)
+				t.Errorf("function %s, which does not use Cassandra, carries a Cassandra login (%q)", name, user)
 			}
 		case user == superUser || password == superPassword:
-			t.Errorf("sink %s logs in to Cassandra as the superuser (%q)", name, user)
+			t.Errorf("function %s logs in to Cassandra as the superuser (%q)", name, user)
 		case user != id.Role || password != id.CassandraPassword:
-			t.Errorf("sink %s logs in to Cassandra as %q (password matches: %v), want %q with its password", name, user, password == id.CassandraPassword, id.Role)
+			t.Errorf("function %s logs in to Cassandra as %q (password matches: %v), want %q with its password", name, user, password == id.CassandraPassword, id.Role)
 		}
 		t.Logf("%s: token subject %q, Cassandra user %q", name, sub, user)
 	}
