@@ -41,9 +41,9 @@ func declaredShopManifests(t testing.TB) string {
 // reader.GetAt at the present, with an independent fold by event time
 // (shopfold.UserPurchasesAt, SKUUnitsAt). Then a third view is added the
 // way a data scientist adds a feature — one YAML file, read by a backfill
-// — straight from the raw ledger, malformed lines included: its windows
-// equal a fold of the lines it keeps, and each line it cannot read is in
-// its dead-letter topic with the reason.
+// — from the events as dedup passes them on, malformed lines included: its
+// windows equal a fold of the lines it keeps, and each line it cannot read
+// is in its dead-letter topic with the reason.
 func TestDeclaredViewsFoldByEventTime(t *testing.T) {
 	dir := declaredShopManifests(t)
 	s := deployShopFrom(t, "declared", dir)
@@ -143,14 +143,15 @@ func TestDeclaredViewsFoldByEventTime(t *testing.T) {
 		len(carts), len(dead), dead[0].line, dead[0].reason)
 }
 
-// userCarts is a view declared straight from the raw ledger, malformed
-// lines included, which a backfill adds.
+// userCarts is a view declared straight from the ledger's events, each
+// once (dedup's output: only dedup reads the ledger of a tenant whose events
+// have ids), malformed lines included, which a backfill adds.
 const userCarts = `kind: View
 name: user_carts_1d
-description: Units each user put in carts over the last day, from the raw ledger.
+description: Units each user put in carts over the last day, from the ledger's events as dedup passes them on.
 hop: 1h
 from:
-  input: persistent://shop/ledger/events
+  input: persistent://shop/pipeline/distinct
   filter: {type: add_to_cart}
   key: user
   sample: samples/shop-events.jsonl
