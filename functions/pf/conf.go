@@ -391,7 +391,7 @@ func (c *instanceConf) applyAuth(flat *flatConf, secretsJSON string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: function %s: key \"clientAuthenticationPlugin\" is %s but key \"secretsMap\" has no \"token\": %w; "+
-		"give the function its tenant's token as the secret \"token\" (foldline deploy does; by hand: functions create --secrets '{\"token\": \"…\"}')",
+		"give the function its tenant's token as the secret \"token\" (foldline deploy does; by hand: functions create or update --secrets '{\"token\": \"…\"}', the FOLDLINE_PULSAR_TOKEN of the tenant's credentials file)",
 		ErrBadConfig, c.FQFN(), flat.ClientAuthenticationPlugin, ErrWorkerCredentials)
 }
 
