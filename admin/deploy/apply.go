@@ -93,14 +93,21 @@ func waitRunning(ctx context.Context, pulsar *pulsarx.Clients, plan *Plan, timeo
 
 // runningInstances counts a function's running instances and says, for
 // each of the others, what the worker knows of why: its error, and how
-// often it restarted the instance. An instance that exits at once (a port
-// it cannot listen on, a config it refuses) leaves the error empty, and
-// the restarts are then all there is to tell it from a slow start; its own
-// last words are in the worker's output (for the stack's standalone,
+// often it restarted the instance. An instance of Foldline's runtime that
+// cannot start stays up and gives its reason as its error (functions/pf,
+// refusal.go). One that exits (a port it cannot listen on, a runtime of
+// before) leaves the error empty, and the worker shows that empty error
+// for it from then on, while it is not running: its latest system
+// exception, when it has one, is the reason then; else the restarts are
+// all there is to tell it from a slow start, and its own last words are in
+// the worker's output (for the stack's standalone,
 // .stack/pulsar/logs/pulsar.out).
 func runningInstances(status utils.FunctionStatus) (running int, reasons []string) {
 	for _, inst := range status.Instances {
 		st := inst.Status
+		if n := len(st.LatestSystemExceptions); !st.Running && st.Err == "" && n > 0 {
+			st.Err = st.LatestSystemExceptions[n-1].ExceptionString
+		}
 		switch {
 		case st.Running:
 			running++

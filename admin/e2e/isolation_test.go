@@ -175,7 +175,7 @@ func TestTenantIsolation(t *testing.T) {
 		name, secrets, wantLog string
 	}{
 		// No token of its own: the runtime refuses the worker's (superuser)
-		// credentials and exits; the worker keeps restarting it.
+		// credentials and stays up, not running, saying why.
 		{name: "without a token of its own it refuses to start", secrets: "",
 			wantLog: "refusing to run with the worker's credentials"},
 		// A's token: the broker refuses A's subscription to B's ledger.
@@ -268,9 +268,8 @@ func TestTenantIsolation(t *testing.T) {
 			}
 			status, err := admin.Functions().GetFunctionStatus(a.tenant, "pipeline", name)
 			if pulsarx.StatusCode(err) == http.StatusInternalServerError && strings.Contains(err.Error(), "Not alive") {
-				// The worker reached no instance: between two restarts of
-				// the one that exits on AuthorizationError. The checks above
-				// still hold.
+				// The worker reached no instance (one starting, or
+				// restarted). The checks above still hold.
 				return false, ""
 			}
 			if err != nil {

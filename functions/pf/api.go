@@ -195,8 +195,13 @@ func (c *handlerContext) Value(key any) any {
 
 // Start runs handler as a Pulsar Function instance under the functions worker
 // until SIGTERM or SIGINT, reading the instance config from os.Args. It is
-// meant to be main's exit point: on a fatal error (bad instance config,
-// unsupported handler shape, no broker) it prints the error to stderr and
+// meant to be main's exit point. An instance that cannot start says why in
+// its status (pulsar-admin functions status: not running, the reason as
+// its error): one whose config it refuses (no token of its own on a Pulsar
+// with authentication, a bad instance or user config, an unsupported
+// handler shape) until it is stopped, one that cannot connect or subscribe
+// while it tries again (see refusal.go). When stopped after a refusal, or
+// on a fault (FunctionContext.Fail), it prints the error to stderr and
 // exits the process with status 1; after a clean shutdown it returns.
 func Start(handler any) {
 	if err := startMain(func(ctx context.Context, args []string) error { return run(ctx, handler, args) }); err != nil {
@@ -207,9 +212,9 @@ func Start(handler any) {
 
 // UserConfig returns the user config of the instance config in args (the
 // command line without the program name, os.Args[1:]), so that main can
-// check it before Start and exit with the error: an instance whose config
-// is wrong then stops where the worker shows it (not running, restarts)
-// instead of running and doing nothing.
+// check it before Start and hand the error to Refuse: an instance whose
+// config is wrong then says so where the worker shows it (not running,
+// the reason as its error) instead of running and doing nothing.
 func UserConfig(args []string) (map[string]any, error) {
 	if len(args) > 0 && args[0] == LocalFlag {
 		args = args[1:]
@@ -223,7 +228,9 @@ func UserConfig(args []string) (map[string]any, error) {
 
 // Run does what Start does but returns errors instead of exiting. args are
 // the command-line arguments without the program name (os.Args[1:]). It
-// returns nil once ctx is cancelled and everything has been closed.
+// returns nil once ctx is cancelled and everything has been closed. A
+// config it refuses is returned once ctx is cancelled, or at once when the
+// config names no control port to report it on.
 func Run(ctx context.Context, handler any, args []string) error {
 	return run(ctx, handler, args)
 }

@@ -171,6 +171,17 @@ type flatConf struct {
 // parseArgs reads the instance config from the command line: -instance-conf
 // takes the JSON text, -instance-conf-path a JSON or YAML file.
 func parseArgs(args []string, stderr io.Writer) (*instanceConf, error) {
+	raw, err := confArg(args, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return parseConf(raw)
+}
+
+// confArg returns the instance config of the command line as JSON: the
+// text of -instance-conf, or the JSON or YAML file -instance-conf-path
+// names.
+func confArg(args []string, stderr io.Writer) ([]byte, error) {
 	fs := flag.NewFlagSet("pf", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	text := fs.String("instance-conf", "", "instance config as JSON (passed by the functions worker)")
@@ -180,7 +191,7 @@ func parseArgs(args []string, stderr io.Writer) (*instanceConf, error) {
 	}
 	switch {
 	case *text != "":
-		return parseConf([]byte(*text))
+		return []byte(*text), nil
 	case *path != "":
 		raw, err := os.ReadFile(*path)
 		if err != nil {
@@ -190,7 +201,7 @@ func parseArgs(args []string, stderr io.Writer) (*instanceConf, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: parsing %s: %w", ErrBadConfig, *path, err)
 		}
-		return parseConf(js)
+		return js, nil
 	}
 	return nil, fmt.Errorf("%w: neither -instance-conf nor -instance-conf-path given", ErrBadConfig)
 }
@@ -380,7 +391,7 @@ func (c *instanceConf) applyAuth(flat *flatConf, secretsJSON string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: function %s: key \"clientAuthenticationPlugin\" is %s but key \"secretsMap\" has no \"token\": %w; "+
-		"give the function its tenant's token as the secret \"token\" (foldline deploy does; by hand: functions create --secrets '{\"token\": \"…\"}')",
+		"give the function its tenant's token as the secret \"token\" (foldline deploy does; by hand: functions create or update --secrets '{\"token\": \"…\"}', the FOLDLINE_PULSAR_TOKEN of the tenant's credentials file)",
 		ErrBadConfig, c.FQFN(), flat.ClientAuthenticationPlugin, ErrWorkerCredentials)
 }
 

@@ -26,8 +26,13 @@ func exceptionList(l []exceptionInfo) []*instancepb.FunctionStatus_ExceptionInfo
 
 func (c *controlService) GetFunctionStatus(context.Context, *emptypb.Empty) (*instancepb.FunctionStatus, error) {
 	s := c.s
+	var failure string
+	if why := s.notRunning.Load(); why != nil {
+		failure = *why
+	}
 	return &instancepb.FunctionStatus{
-		Running:                  true,
+		Running:                  failure == "",
+		FailureException:         failure,
 		NumReceived:              s.received.total.Load(),
 		NumSuccessfullyProcessed: s.processed.total.Load(),
 		NumUserExceptions:        s.exceptions[userException].total.Load(),

@@ -81,31 +81,52 @@ func exitWithParent(ctx context.Context, shutDown func()) {
 	}
 }
 
+// run runs handler with the instance config of args. Under the worker, an
+// instance that cannot start says why in its status until it is stopped
+// (refusal.go); a local run returns the error.
 func run(ctx context.Context, handler any, args []string) error {
-	h, err := adaptHandler(handler)
-	if err != nil {
-		return err
-	}
 	local := len(args) > 0 && args[0] == LocalFlag
 	if local {
 		args = args[1:]
 	}
-	conf, err := parseArgs(args, os.Stderr)
+	inst, stopProfile, err := start(handler, args, local)
 	if err != nil {
-		return err
+		if local {
+			return err
+		}
+		return refuse(ctx, args, err, os.Stderr)
 	}
-	tuneRuntime(conf.Runtime, os.Getenv)
-	stopProfile, err := startCPUProfile(conf.CPUProfile)
-	if err != nil {
-		return err
-	}
-	inst := newInstance(conf, h, os.Stderr)
 	if local {
 		err = inst.runLocal(ctx, os.Stdin, os.Stdout)
-	} else if inst.epochs, err = newTopicEpochs(conf); err == nil {
+	} else {
 		err = inst.run(ctx)
 	}
 	return errors.Join(err, stopProfile())
+}
+
+// start makes the instance of handler that args configure: everything an
+// instance needs before it connects.
+func start(handler any, args []string, local bool) (_ *instance, stopProfile func() error, _ error) {
+	h, err := adaptHandler(handler)
+	if err != nil {
+		return nil, nil, err
+	}
+	conf, err := parseArgs(args, os.Stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	tuneRuntime(conf.Runtime, os.Getenv)
+	inst := newInstance(conf, h, os.Stderr)
+	if !local {
+		if inst.epochs, err = newTopicEpochs(conf); err != nil {
+			return nil, nil, err
+		}
+	}
+	stopProfile, err = startCPUProfile(conf.CPUProfile)
+	if err != nil {
+		return nil, nil, err
+	}
+	return inst, stopProfile, nil
 }
 
 // instance is one running function instance.
@@ -682,8 +703,10 @@ func (inst *instance) publish(_ context.Context, fc *FunctionContext, rec Record
 // run serves the control and metrics endpoints, connects and processes
 // messages until ctx ends, then shuts down within shutdownGrace. A failed
 // send ends the connection's session (see session): run then waits, with
-// backoff, and connects again. It returns an error when the instance
-// cannot go on: it cannot connect, or a fault stopped it (see
+// backoff, and connects again. A session that cannot start (no client,
+// producer or subscription) leaves the instance not running, with the
+// reason in its status, and run tries again with backoff (refusal.go). It
+// returns an error when a fault stopped the instance (see
 // FunctionContext.Fail).
 func (inst *instance) run(ctx context.Context) error {
 	stopServers, err := inst.serve()
@@ -691,19 +714,39 @@ func (inst *instance) run(ctx context.Context) error {
 		return err
 	}
 	defer stopServers()
-	for attempt := 1; ; attempt++ {
+	failedSends, failedStarts := 0, 0
+	for {
 		err := inst.connect(ctx)
-		if !errors.Is(err, errSendFailed) {
+		var notStarted *startError
+		switch {
+		case errors.As(err, &notStarted):
+			// Not running: the status says why until it runs (refusal.go).
+			failedStarts++
+			failedSends = 0
+			inst.stats.notStarted(err)
+			wait := max(inst.backoff(failedStarts), minStartWait)
+			inst.log.Error("cannot start; functions status shows why; trying again", "error", err, "wait", wait)
+			if sleep(ctx, wait) != nil {
+				return nil
+			}
+		case errors.Is(err, errSendFailed):
+			failedSends++
+			failedStarts = 0
+			wait := max(inst.backoff(failedSends), minReconnectWait)
+			inst.log.Warn("a send failed; connecting again so that every input not acknowledged comes again, in order",
+				"error", err, "wait", wait)
+			if sleep(ctx, wait) != nil {
+				return nil
+			}
+		default:
 			return err
-		}
-		wait := max(inst.backoff(attempt), minReconnectWait)
-		inst.log.Warn("a send failed; connecting again so that every input not acknowledged comes again, in order",
-			"error", err, "wait", wait)
-		if sleep(ctx, wait) != nil {
-			return nil
 		}
 	}
 }
+
+// minStartWait is the least wait before trying to start again after a
+// start failed (the broker unreachable, a subscription refused).
+const minStartWait = time.Second
 
 // connect makes one session: a client, its producers and consumers, and
 // processes messages until ctx ends, a fault stops the instance or the
@@ -712,7 +755,7 @@ func (inst *instance) connect(ctx context.Context) error {
 	c := inst.conf
 	client, err := pulsar.NewClient(inst.clientOptions())
 	if err != nil {
-		return fmt.Errorf("creating pulsar client for %s: %w", c.ServiceURL, err)
+		return notStarting(fmt.Errorf("creating pulsar client for %s: %w", c.ServiceURL, err))
 	}
 	defer client.Close()
 
@@ -721,12 +764,12 @@ func (inst *instance) connect(ctx context.Context) error {
 	defer prods.close()
 	if c.LogTopic != "" {
 		if err := inst.forwardLogs(prods); err != nil {
-			return err
+			return notStarting(err)
 		}
 	}
 	if c.OutputTopic != "" {
 		if _, err := prods.get(c.OutputTopic); err != nil {
-			return err
+			return notStarting(err)
 		}
 	}
 
@@ -740,9 +783,10 @@ func (inst *instance) connect(ctx context.Context) error {
 		return consumer, nil
 	}, inst.log)
 	if err != nil {
-		return err
+		return notStarting(err)
 	}
 	defer cons.close()
+	inst.stats.runs()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	inst.faults.Go("probing consumers", func() { cons.watch(watchCtx, inst.stats.received.total.Load) })

@@ -96,6 +96,10 @@ type stats struct {
 	// of a wall-clock read too.
 	started time.Time
 
+	// notRunning is why the instance is not running (it could not
+	// start), nil while it runs: see notStarted.
+	notRunning atomic.Pointer[string]
+
 	mu          sync.Mutex
 	latest      [exceptionKinds][]exceptionInfo
 	userMetrics map[string]float64
@@ -110,6 +114,24 @@ func newStats() *stats {
 
 // now returns the time since the stats were made, by the monotonic clock.
 func (s *stats) now() time.Duration { return time.Since(s.started) }
+
+// notStarted records why the instance could not start: the control
+// service then reports it not running, with the reason as its failure
+// (the `error` of pulsar-admin functions status), and the reason is also
+// one of its latest system exceptions, which the worker keeps where it
+// overwrites the failure (a restarted instance's, with the empty text of
+// its death).
+func (s *stats) notStarted(reason error) {
+	s.recordException(systemException, reason)
+	text := textcap.Truncate(reason.Error(), maxReasonBytes)
+	if text == "" {
+		text = "the instance could not start"
+	}
+	s.notRunning.Store(&text)
+}
+
+// runs records that the instance runs (again).
+func (s *stats) runs() { s.notRunning.Store(nil) }
 
 func (s *stats) recordException(kind exceptionKind, err error) {
 	s.exceptions[kind].inc()

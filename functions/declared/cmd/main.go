@@ -15,11 +15,9 @@ import (
 func main() {
 	program, err := readProgram(os.Args[1:])
 	if err != nil {
-		// The instance exits: the worker shows it as not running and its
-		// log says why, rather than running on and dead-lettering every
-		// event.
-		fmt.Fprintln(os.Stderr, "declared view:", err)
-		os.Exit(1)
+		// The instance does not run, and functions status says why,
+		// rather than running on and dead-lettering every event.
+		pf.Refuse(fmt.Errorf("declared view: %w", err))
 	}
 	run.Main(program.Transformation())
 }

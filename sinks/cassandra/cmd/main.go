@@ -15,11 +15,9 @@ import (
 func main() {
 	cfg, err := readConfig(os.Args[1:])
 	if err != nil {
-		// The instance exits: the worker shows it as not running and
-		// restarts it, and its log says why. Running on would take input
-		// and never apply it.
-		fmt.Fprintln(os.Stderr, "cassandra sink:", err)
-		os.Exit(1)
+		// The instance does not run, and functions status says why.
+		// Running on would take input and never apply it.
+		pf.Refuse(fmt.Errorf("cassandra sink: %w", err))
 	}
 	pf.Start(NewSink(cfg).Handle)
 }
