@@ -3,9 +3,12 @@ package cassandra
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/functions/envelope"
 )
@@ -96,4 +99,79 @@ func TestMemTableAllTimeAverageEqualsMean(t *testing.T) {
 			t.Fatalf("%s: average %v, want %v, the mean of its %d values", user, got, want, len(vs))
 		}
 	}
+}
+
+// TestAverageInCQL applies a windowed view's operations to the real
+// Cassandra and checks the CQL that docs/declared-views.md gives for an
+// average over a window, sum(x_sum) / sum(x_count) over the window's
+// tiles, against the readers' (CombineTiles over the same tiles): equal
+// for an entity with events in the window, NaN in CQL where the readers
+// give null.
+func TestAverageInCQL(t *testing.T) {
+	session, settings, keyspace := testKeyspace(t)
+	day := Span(24 * time.Hour)
+	s := ViewSchema{Keyspace: keyspace, Table: "user_carts_1d_v1", View: "user_carts_1d", Hop: Span(time.Hour),
+		Key: []KeyColumn{{Name: "user", Type: "text"}},
+		Columns: []ValueColumn{
+			{Name: "cart_qty_avg_1d_sum", Type: "double", Merge: envelope.MergeAdd, Window: day},
+			{Name: "cart_qty_avg_1d_count", Type: "bigint", Merge: envelope.MergeAdd, Window: day},
+		},
+		Averages: []Average{{Name: "cart_qty_avg_1d", Sum: "cart_qty_avg_1d_sum", Count: "cart_qty_avg_1d_count"}}}
+	a := newTestApplier(t, session, s, settings)
+	now := time.Now().UTC()
+	var ops []Op
+	for i, e := range []struct {
+		user string
+		ago  time.Duration
+		qty  int
+	}{{"u42", 20 * time.Hour, 3}, {"u42", 3 * time.Hour, 2}, {"u42", 30 * time.Minute, 5}, {"u7", 23*time.Hour + 30*time.Minute, 4}} {
+		key, _ := json.Marshal(e.user)
+		ops = append(ops, Op{
+			View: envelope.RowOp{View: s.View, Key: []envelope.KeyValue{{Column: "user", Value: key}}, Kind: envelope.OpApply, EventTime: now.Add(-e.ago),
+				Columns: []envelope.ColumnOp{
+					{Column: "cart_qty_avg_1d_sum", Merge: envelope.MergeAdd, Value: json.RawMessage(fmt.Sprint(e.qty))},
+					{Column: "cart_qty_avg_1d_count", Merge: envelope.MergeAdd, Value: json.RawMessage(`1`)},
+				}},
+			Origin: envelope.Origin{Topic: "persistent://shop/ledger/events", Position: envelope.Position{Ledger: 1, Entry: int64(i)}},
+		})
+	}
+	if res := a.Apply(t.Context(), ops); res.Applied != len(ops) {
+		t.Fatalf("applied %d of %d operations: %+v", res.Applied, len(ops), res)
+	}
+	query := fmt.Sprintf(`SELECT sum(cart_qty_avg_1d_sum) / sum(cart_qty_avg_1d_count) FROM %s WHERE "user" = ? AND fl_tile >= ? AND fl_tile <= ?`, s.qualifiedTable())
+	// As of two hours from now, u7's one event has left the 1-day window,
+	// u42's three have not.
+	at := now.Add(2 * time.Hour)
+	from, to := WindowTiles(at, day, time.Hour)
+	t.Logf("as of %s: %s, fl_tile in [%s, %s]", at.Format(time.RFC3339), query, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	for _, user := range []string{"u42", "u7"} {
+		var cql float64
+		if err := session.Query(query, user, from, to).Scan(&cql); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		tiles, err := ReadTiles(t.Context(), session, s, []any{user}, from, to, settings.consistency())
+		if err != nil {
+			t.Fatal(err)
+		}
+		avg, found := s.CombineTiles(tiles, at)["cart_qty_avg_1d"]
+		t.Logf("%s: CQL %v, readers %v", user, cql, avg)
+		switch {
+		case found && avg != cql:
+			t.Errorf("%s: CQL gives %v, the readers %v", user, cql, avg)
+		case !found && !math.IsNaN(cql):
+			t.Errorf("%s: CQL gives %v over a window without events, want NaN (the readers' null)", user, cql)
+		}
+	}
+	if avg, _ := s.CombineTiles(mustTiles(t, session, s, settings, "u42", from, to), at)["cart_qty_avg_1d"]; avg != 10.0/3 {
+		t.Errorf("u42's average over the day: %v, want 10/3", avg)
+	}
+}
+
+func mustTiles(t *testing.T, session *gocql.Session, s ViewSchema, settings Settings, user string, from, to time.Time) []Tile {
+	t.Helper()
+	tiles, err := ReadTiles(t.Context(), session, s, []any{user}, from, to, settings.consistency())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tiles
 }
