@@ -25,18 +25,28 @@ import (
 )
 
 // declaredShopManifests is a copy of the shop's manifests with only what
-// the views declared in YAML need: the tenant, the validate stage, and
-// the views user_purchases_7d and sku_units_1d, whose functions the
-// loader adds.
+// the views declared in YAML need: the tenant, the dedup and validate
+// stages, and the views user_purchases_7d and sku_units_1d, whose
+// functions the loader adds.
 func declaredShopManifests(t testing.TB) string {
 	t.Helper()
 	dir := testenv.ShopManifests(t)
-	for _, f := range []string{"views/user_activity.yaml", "views/product_sales.yaml", "functions/user-activity.yaml", "functions/purchases.yaml", "functions/product-sales.yaml"} {
+	for _, f := range []string{"views/user_activity.yaml", "views/product_sales.yaml", "views/sku_refunds.yaml",
+		"functions/user-activity.yaml", "functions/purchases.yaml", "functions/product-sales.yaml", "functions/orders.yaml", "functions/sku-refunds.yaml"} {
 		if err := os.Remove(filepath.Join(dir, f)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pipeline := "kind: Pipeline\nname: shop\nfunctions:\n  - config: functions/validate.yaml\n    binary: github.com/foldline/foldline/functions/shop/validate/cmd\n"
+	pipeline := `kind: Pipeline
+name: shop
+sample: samples/shop-events.jsonl
+functions:
+  - config: functions/dedup.yaml
+    binary: github.com/foldline/foldline/functions/dedup/cmd
+    stateful: true
+  - config: functions/validate.yaml
+    binary: github.com/foldline/foldline/functions/shop/validate/cmd
+`
 	if err := os.WriteFile(filepath.Join(dir, "pipeline.yaml"), []byte(pipeline), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +59,7 @@ func declaredShopManifests(t testing.TB) string {
 // reader.GetAt at the present, with an independent fold by event time
 // (shopfold.UserPurchasesAt, SKUUnitsAt). Then a third view is added the
 // way a data scientist adds a feature — one YAML file, read by a backfill
-// — straight from the raw ledger, malformed lines included: its windows
+// — straight from the ledger (as deduplicated), malformed lines included: its windows
 // equal a fold of the lines it keeps, and each line it cannot read is in
 // its dead-letter topic with the reason. Averages (aggregate avg, stored as
 // a sum and a count) are checked all-time with Get (user_cart_sizes,
@@ -103,7 +113,7 @@ func TestDeclaredViewsFoldByEventTime(t *testing.T) {
 	}
 	t.Logf("%d purchases of %d users and %d skus: the declared views equal the fold by event time (%d purchases in the users' 1-day windows)", len(purchases), len(users), len(skus), in1d)
 
-	// The all-time average, read with Get, from the same raw ledger.
+	// The all-time average, read with Get, from the same deduplicated ledger.
 	carts, dead := foldCarts(lines)
 	sizes := openView(t, s, "user_cart_sizes")
 	waitForWindows(t, "user_cart_sizes", func(time.Time) string {
@@ -195,14 +205,15 @@ func meanQty(carts []cart, counts func(cart) bool) (float64, bool) {
 	return sum / float64(n), true
 }
 
-// userCarts is a view declared straight from the raw ledger, malformed
-// lines included, which a backfill adds.
+// userCarts is a view declared straight from the ledger's events as the
+// event-id deduplication passes them on (the one reader of a ledger with
+// event ids; malformed lines pass too), which a backfill adds.
 const userCarts = `kind: View
 name: user_carts_1d
-description: Units each user put in carts over the last day, from the raw ledger.
+description: Units each user put in carts over the last day, and their average quantity, from the deduplicated ledger.
 hop: 1h
 from:
-  input: persistent://shop/ledger/events
+  input: persistent://shop/pipeline/distinct
   filter: {type: add_to_cart}
   key: user
   sample: samples/shop-events.jsonl
@@ -215,13 +226,13 @@ sink:
   input: persistent://shop/pipeline/user_carts_1d-ops
 `
 
-// userCartSizes is an all-time view declared from the raw ledger: the
-// average quantity each user puts in a cart.
+// userCartSizes is an all-time view declared from the deduplicated ledger:
+// the average quantity each user puts in a cart.
 const userCartSizes = `kind: View
 name: user_cart_sizes
-description: The average quantity each user put in a cart, over all time, from the raw ledger.
+description: The average quantity each user put in a cart, over all time, from the deduplicated ledger.
 from:
-  input: persistent://shop/ledger/events
+  input: persistent://shop/pipeline/distinct
   filter: {type: add_to_cart}
   key: user
   sample: samples/shop-events.jsonl
