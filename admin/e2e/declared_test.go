@@ -43,9 +43,15 @@ func declaredShopManifests(t testing.TB) string {
 // way a data scientist adds a feature — one YAML file, read by a backfill
 // — from the events as dedup passes them on, malformed lines included: its
 // windows equal a fold of the lines it keeps, and each line it cannot read
-// is in its dead-letter topic with the reason.
+// is in its dead-letter topic with the reason. Averages (aggregate avg, stored as
+// a sum and a count) are checked all-time with Get (user_cart_sizes,
+// deployed with the shop's two) and over a window with GetAt (the third
+// view's), null where no event counts.
 func TestDeclaredViewsFoldByEventTime(t *testing.T) {
 	dir := declaredShopManifests(t)
+	if err := os.WriteFile(filepath.Join(dir, "views", "user_cart_sizes.yaml"), []byte(userCartSizes), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	s := deployShopFrom(t, "declared", dir)
 
 	// Two days of events up to a few minutes ago: the 1-day windows hold
@@ -89,6 +95,24 @@ func TestDeclaredViewsFoldByEventTime(t *testing.T) {
 	}
 	t.Logf("%d purchases of %d users and %d skus: the declared views equal the fold by event time (%d purchases in the users' 1-day windows)", len(purchases), len(users), len(skus), in1d)
 
+	// The all-time average, read with Get, from the same deduplicated ledger.
+	carts, dead := foldCarts(lines)
+	sizes := openView(t, s, "user_cart_sizes")
+	waitForWindows(t, "user_cart_sizes", func(time.Time) string {
+		var out []string
+		for _, u := range slices.Sorted(maps.Keys(carts)) {
+			want, wantFound := meanQty(carts[u], func(cart) bool { return true })
+			row, found, err := sizes.Get(t.Context(), u)
+			if err != nil {
+				return fmt.Sprintf("reading user_cart_sizes %s: %v", u, err)
+			}
+			if got, ok := row["cart_qty_avg"].(float64); found != wantFound || ok != wantFound || got != want {
+				out = append(out, fmt.Sprintf("user_cart_sizes %s: average %v (found %v), want %v (found %v)", u, row["cart_qty_avg"], found, want, wantFound))
+			}
+		}
+		return strings.Join(out, "\n")
+	})
+
 	// One more file, and a backfill.
 	if err := os.WriteFile(filepath.Join(dir, "views", "user_carts_1d.yaml"), []byte(userCarts), 0o644); err != nil {
 		t.Fatal(err)
@@ -108,7 +132,6 @@ func TestDeclaredViewsFoldByEventTime(t *testing.T) {
 	if pending := plan.Pending(); len(pending) > 0 {
 		t.Errorf("deploy after the backfill of a new declared view would change %+v", pending)
 	}
-	carts, dead := foldCarts(lines)
 	uc := openView(t, s, "user_carts_1d")
 	waitForWindows(t, "user_carts_1d", func(at time.Time) string {
 		var out []string
@@ -126,6 +149,10 @@ func TestDeclaredViewsFoldByEventTime(t *testing.T) {
 			if got := bigint(row, "cart_units_1d"); got != want || (want != 0 && !found) {
 				out = append(out, fmt.Sprintf("user_carts_1d %s: %d (found %v), want %d", u, got, found, want))
 			}
+			wantAvg, inWindow := meanQty(carts[u], func(c cart) bool { return shopfold.InWindow(c.at, at, 24*time.Hour) })
+			if got, ok := row["cart_qty_avg_1d"].(float64); ok != inWindow || got != wantAvg {
+				out = append(out, fmt.Sprintf("user_carts_1d %s: average %v, want %v (null: %v)", u, row["cart_qty_avg_1d"], wantAvg, !inWindow))
+			}
 		}
 		return strings.Join(out, "\n")
 	})
@@ -139,16 +166,33 @@ func TestDeclaredViewsFoldByEventTime(t *testing.T) {
 			t.Errorf("dead letter %d: %q, reason %q; want %q, a reason with %q", i, msg.Payload(), reason, dead[i].line, dead[i].reason)
 		}
 	}
-	t.Logf("user_carts_1d, added by one file and a backfill, equals the fold of %d users' carts; %d lines dead-lettered, e.g. %q: %s",
+	t.Logf("user_carts_1d, added by one file and a backfill, equals the fold of %d users' carts (units and average size over a day, user_cart_sizes the all-time average); %d lines dead-lettered, e.g. %q: %s",
 		len(carts), len(dead), dead[0].line, dead[0].reason)
 }
 
-// userCarts is a view declared straight from the ledger's events, each
-// once (dedup's output: only dedup reads the ledger of a tenant whose events
-// have ids), malformed lines included, which a backfill adds.
+// meanQty is the mean quantity of the carts that count, false without
+// any: an average over no event is null.
+func meanQty(carts []cart, counts func(cart) bool) (float64, bool) {
+	var sum float64
+	n := 0
+	for _, c := range carts {
+		if counts(c) {
+			sum += float64(c.qty)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / float64(n), true
+}
+
+// userCarts is a view declared straight from the ledger's events as the
+// event-id deduplication passes them on (the one reader of a ledger with
+// event ids; malformed lines pass too), which a backfill adds.
 const userCarts = `kind: View
 name: user_carts_1d
-description: Units each user put in carts over the last day, from the ledger's events as dedup passes them on.
+description: Units each user put in carts over the last day, and their average quantity, from the deduplicated ledger.
 hop: 1h
 from:
   input: persistent://shop/pipeline/distinct
@@ -159,8 +203,27 @@ key:
   - {name: user, type: text}
 columns:
   - {name: cart_units_1d, type: bigint, aggregate: sum, value: qty, window: 1d}
+  - {name: cart_qty_avg_1d, type: double, aggregate: avg, value: qty, window: 1d}
 sink:
   input: persistent://shop/pipeline/user_carts_1d-ops
+`
+
+// userCartSizes is an all-time view declared from the deduplicated ledger:
+// the average quantity each user puts in a cart.
+const userCartSizes = `kind: View
+name: user_cart_sizes
+description: The average quantity each user put in a cart, over all time, from the deduplicated ledger.
+from:
+  input: persistent://shop/pipeline/distinct
+  filter: {type: add_to_cart}
+  key: user
+  sample: samples/shop-events.jsonl
+key:
+  - {name: user, type: text}
+columns:
+  - {name: cart_qty_avg, type: double, aggregate: avg, value: qty}
+sink:
+  input: persistent://shop/pipeline/user_cart_sizes-ops
 `
 
 // cart is one add_to_cart event that user_carts_1d folds.

@@ -396,10 +396,13 @@ func (s *Set) checkView(v *View) Problems {
 	ps = append(ps, s.checkDeclared(v)...)
 	// The sink's own check of the table definition, located by the field
 	// each message starts with.
+	reported := map[sinkProblem]bool{}
 	for _, p := range sinkProblems(v.Schema().Validate()) {
-		if noMerge[p.field] {
-			continue // reported above in plainer words
+		p.field, p.message = v.schemaProblem(p.field, p.message)
+		if noMerge[p.field] || reported[p] {
+			continue // reported above in plainer words, or for an avg's other part
 		}
+		reported[p] = true
 		switch p.field {
 		case "table", "keyspace", "view":
 			p.field = "name" // derived from the view's name

@@ -1,6 +1,7 @@
 package manifest_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/functions/declared"
 	"github.com/foldline/foldline/internal/testenv"
+	"github.com/foldline/foldline/sinks/cassandra"
 )
 
 const (
@@ -93,6 +95,12 @@ func TestDeclaredViewProblems(t *testing.T) {
 	withSpent := func(repl string) edit {
 		return edit{upView, spent, strings.Replace(spent, "value: qty * price_cents", repl, 1)}
 	}
+	// withAvg adds a second column to sku_units_1d, avg_qty_1d, with the
+	// given definition.
+	units := "  - {name: units_1d, type: bigint, aggregate: sum, value: qty, window: 1d, description: units purchased over the last day}\n"
+	withAvg := func(def string) edit {
+		return edit{skuView, units, units + "  - {name: avg_qty_1d, " + strings.ReplaceAll(def, `\n`, "\n") + "}\n"}
+	}
 	cases := []struct {
 		name  string
 		edits []edit
@@ -149,7 +157,31 @@ func TestDeclaredViewProblems(t *testing.T) {
 		{
 			name:  "an unknown aggregate",
 			edits: []edit{{skuView, "aggregate: sum", "aggregate: average"}},
-			want:  []wantProblem{{skuView, "aggregate: average", "columns[0].aggregate", `"average": want count, sum, min, max, last`}},
+			want:  []wantProblem{{skuView, "aggregate: average", "columns[0].aggregate", `"average": want count, sum, min, max, last, avg`}},
+		},
+		{
+			name:  "an avg",
+			edits: []edit{withAvg("type: double, aggregate: avg, value: qty * price_cents, window: 1d")},
+		},
+		{
+			name:  "an avg into an integer column",
+			edits: []edit{withAvg("type: bigint, aggregate: avg, value: qty, window: 1d")},
+			want:  []wantProblem{{skuView, "name: avg_qty_1d", "columns[1].type", "bigint: avg is a fraction, read as a double"}},
+		},
+		{
+			name:  "an avg of a field no event has",
+			edits: []edit{withAvg("type: double, aggregate: avg, value: qtty, window: 1d")},
+			want:  []wantProblem{{skuView, "name: avg_qty_1d", "columns[1].value", "field qtty is in no purchase event of samples/shop-events.jsonl"}},
+		},
+		{
+			name:  "an avg without a window in a windowed view",
+			edits: []edit{withAvg("type: double, aggregate: avg, value: qty")},
+			want:  []wantProblem{{skuView, "name: avg_qty_1d", "columns[1].window", "column avg_qty_1d has none"}},
+		},
+		{
+			name:  "a column named as an avg's stored sum",
+			edits: []edit{withAvg("type: double, aggregate: avg, value: qty, window: 1d}\n  - {name: avg_qty_1d_sum, type: bigint, aggregate: sum, value: qty, window: 1d")},
+			want:  []wantProblem{{skuView, "name: avg_qty_1d_sum", "columns[2].name", `"avg_qty_1d_sum": column defined twice`}},
 		},
 		{
 			name:  "no aggregate",
@@ -226,5 +258,35 @@ func TestDeclaredViewProblems(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { wantExactly(t, tc.edits, tc.want) })
+	}
+}
+
+// TestDeclaredAvgIsStoredAsSumAndCount: an avg column is two stored
+// columns that add, its sum (of the column's type) and its count (bigint),
+// over its window, and an average of the table definition that readers
+// compute from them; the table has no column of its own name.
+func TestDeclaredAvgIsStoredAsSumAndCount(t *testing.T) {
+	dir := testenv.ShopManifests(t)
+	units := "  - {name: units_1d, type: bigint, aggregate: sum, value: qty, window: 1d, description: units purchased over the last day}\n"
+	applyEdit(t, dir, edit{skuView, units, units + "  - {name: avg_qty_1d, type: double, aggregate: avg, value: qty, window: 1d}\n"})
+	set, err := manifest.Load(dir)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	i := slices.IndexFunc(set.Views, func(v *manifest.View) bool { return v.Name == "sku_units_1d" })
+	schema := set.Views[i].Schema()
+	var got []string
+	for _, c := range schema.Columns {
+		got = append(got, fmt.Sprintf("%s %s %s %s", c.Name, c.Type, c.Merge, c.Window))
+	}
+	want := []string{"units_1d bigint add 1d", "avg_qty_1d_sum double add 1d", "avg_qty_1d_count bigint add 1d"}
+	if !slices.Equal(got, want) {
+		t.Errorf("stored columns %q, want %q", got, want)
+	}
+	if len(schema.Averages) != 1 || schema.Averages[0] != (cassandra.Average{Name: "avg_qty_1d", Sum: "avg_qty_1d_sum", Count: "avg_qty_1d_count"}) {
+		t.Errorf("averages %+v, want avg_qty_1d of its sum and count", schema.Averages)
+	}
+	if err := schema.Validate(); err != nil {
+		t.Errorf("the table definition: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
@@ -191,9 +192,10 @@ type View struct {
 type Column struct {
 	cassandra.ValueColumn `yaml:",inline"`
 	// Aggregate is how a declared view's events fold into the column:
-	// count, sum, min, max or last (see declared.Aggregate). It implies the
-	// merge rule (count and sum add, min, max, last is latest), which may
-	// then be left out. Only a declared view has one.
+	// count, sum, min, max, last or avg (see declared.Aggregate). It implies
+	// the merge rule (count, sum and avg add, min, max, last is latest),
+	// which may then be left out. An avg column is stored as two, its sum
+	// and its count (see View.Schema). Only a declared view has one.
 	Aggregate declared.Aggregate `yaml:"aggregate"`
 	// Value is what each event gives the column: an event field, or an
 	// integer expression over fields such as qty * price_cents (see
@@ -205,12 +207,73 @@ type Column struct {
 func (v *View) Table() string { return fmt.Sprintf("%s_v%d", v.Name, v.Version) }
 
 // Schema is the table definition the sink receives and deploy creates.
+// A declared avg column is stored as two columns, its sum and its count
+// (declared.AverageColumns), and is one of the definition's averages,
+// which readers compute from them.
 func (v *View) Schema() cassandra.ViewSchema {
-	columns := make([]cassandra.ValueColumn, len(v.Columns))
-	for i, c := range v.Columns {
-		columns[i] = c.ValueColumn
+	columns, _ := v.storedColumns()
+	s := cassandra.ViewSchema{Keyspace: v.Keyspace, Table: v.Table(), View: v.Name, Key: v.Key, Columns: columns, Hop: v.Hop}
+	for _, c := range v.Columns {
+		if c.Aggregate == declared.Avg {
+			sum, count := declared.AverageColumns(c.Name)
+			s.Averages = append(s.Averages, cassandra.Average{Name: c.Name, Sum: sum, Count: count})
+		}
 	}
-	return cassandra.ViewSchema{Keyspace: v.Keyspace, Table: v.Table(), View: v.Name, Key: v.Key, Columns: columns, Hop: v.Hop}
+	return s
+}
+
+// storedColumns are the value columns of the view's table, and for each
+// the index in v.Columns of the column it stores (an avg column's sum
+// and count both give its own).
+func (v *View) storedColumns() ([]cassandra.ValueColumn, []int) {
+	columns := make([]cassandra.ValueColumn, 0, len(v.Columns))
+	owners := make([]int, 0, len(v.Columns))
+	for i, c := range v.Columns {
+		if c.Aggregate != declared.Avg {
+			columns, owners = append(columns, c.ValueColumn), append(owners, i)
+			continue
+		}
+		sum, count := declared.AverageColumns(c.Name)
+		columns = append(columns,
+			cassandra.ValueColumn{Name: sum, Type: c.Type, Merge: c.Merge, Window: c.Window, Description: "The sum of the values of " + c.Name + "."},
+			cassandra.ValueColumn{Name: count, Type: "bigint", Merge: c.Merge, Window: c.Window, Description: "The number of values of " + c.Name + "."})
+		owners = append(owners, i, i)
+	}
+	return columns, owners
+}
+
+// schemaProblem is a problem of the view's Schema (its field and message)
+// as a problem of the view: columns[j] of the table is the manifest's
+// column that stores it, averages[k] its k-th avg column; a message about
+// an avg column's stored sum or count names the avg column, so that the
+// two parts' like problems read as one.
+func (v *View) schemaProblem(field, message string) (string, string) {
+	var index int
+	owner := -1
+	if n, _ := fmt.Sscanf(field, "columns[%d]", &index); n == 1 {
+		if _, owners := v.storedColumns(); index >= 0 && index < len(owners) {
+			owner = owners[index]
+		}
+	} else if n, _ := fmt.Sscanf(field, "averages[%d]", &index); n == 1 {
+		for i, c := range v.Columns {
+			if c.Aggregate == declared.Avg {
+				if index == 0 {
+					owner = i
+					break
+				}
+				index--
+			}
+		}
+	}
+	if owner < 0 {
+		return field, message
+	}
+	_, rest, _ := strings.Cut(field, "]")
+	if c := v.Columns[owner]; c.Aggregate == declared.Avg {
+		sum, count := declared.AverageColumns(c.Name)
+		message = strings.NewReplacer(sum, c.Name, count, c.Name).Replace(message)
+	}
+	return fmt.Sprintf("columns[%d]%s", owner, rest), message
 }
 
 // Sink is how a view's sink function is deployed.

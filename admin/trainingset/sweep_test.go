@@ -30,8 +30,13 @@ func userView() cassandra.ViewSchema {
 
 func skuView() cassandra.ViewSchema {
 	return cassandra.ViewSchema{Keyspace: "ks", Table: "sales_v1", View: "sales",
-		Key:     []cassandra.KeyColumn{{Name: "sku", Type: "text"}},
-		Columns: []cassandra.ValueColumn{{Name: "n", Type: "bigint", Merge: envelope.MergeAdd}}}
+		Key: []cassandra.KeyColumn{{Name: "sku", Type: "text"}},
+		Columns: []cassandra.ValueColumn{
+			{Name: "n", Type: "bigint", Merge: envelope.MergeAdd},
+			{Name: "units_sum", Type: "bigint", Merge: envelope.MergeAdd},
+			{Name: "units_count", Type: "bigint", Merge: envelope.MergeAdd},
+		},
+		Averages: []cassandra.Average{{Name: "units", Sum: "units_sum", Count: "units_count"}}}
 }
 
 func windowView() cassandra.ViewSchema {
@@ -41,7 +46,10 @@ func windowView() cassandra.ViewSchema {
 			{Name: "n_2h", Type: "bigint", Merge: envelope.MergeAdd, Window: cassandra.Span(2 * time.Hour)},
 			{Name: "hi_1d", Type: "bigint", Merge: envelope.MergeMax, Window: cassandra.Span(24 * time.Hour)},
 			{Name: "newest_3h", Type: "bigint", Merge: envelope.MergeLatest, Window: cassandra.Span(3 * time.Hour)},
-		}}
+			{Name: "avg_3h_sum", Type: "double", Merge: envelope.MergeAdd, Window: cassandra.Span(3 * time.Hour)},
+			{Name: "avg_3h_count", Type: "bigint", Merge: envelope.MergeAdd, Window: cassandra.Span(3 * time.Hour)},
+		},
+		Averages: []cassandra.Average{{Name: "avg_3h", Sum: "avg_3h_sum", Count: "avg_3h_count"}}}
 }
 
 // fakeOp is a view operation as the tests write it: on an entity, at a
@@ -92,8 +100,9 @@ func timedOps(schema cassandra.ViewSchema, ops []fakeOp) []timedOp {
 // before t (strictly before with exclusive), in the order of their time
 // (ledger order among equal ones), folded by each column's merge rule;
 // for a windowed view each column only from the tiles of its window as of
-// t. nil when the entity has no row or a deleted one (or, windowed, no
-// value in any window).
+// t; an average is the mean of the values its sum column was given. nil
+// when the entity has no row or a deleted one (or, windowed, no value in
+// any window).
 func bruteForce(schema cassandra.ViewSchema, ops []fakeOp, entity string, t time.Time, exclusive bool) map[string]any {
 	hop := schema.Hop.Duration()
 	lastApplied := map[string]int64{}
@@ -141,6 +150,13 @@ func bruteForce(schema cassandra.ViewSchema, ops []fakeOp, entity string, t time
 			case envelope.MergeSet:
 				out[c.Name] = v
 			case envelope.MergeAdd:
+				if f, double := v.(float64); double {
+					if has {
+						f += cur.(float64)
+					}
+					out[c.Name] = f
+					break
+				}
 				if has {
 					v = cur.(int64) + v.(int64)
 				}
@@ -163,7 +179,50 @@ func bruteForce(schema cassandra.ViewSchema, ops []fakeOp, entity string, t time
 	if deleted || len(out) == 0 {
 		return nil
 	}
+	for _, a := range schema.Averages {
+		var sum float64
+		var n int
+		for _, o := range counted[lastDelete(counted)+1:] {
+			if v, ok := o.cols[a.Sum]; ok && inWindow(schema, a.Sum, o.event, t) {
+				sum += asFloat(v)
+				n++
+			}
+		}
+		if n > 0 {
+			out[a.Name] = sum / float64(n)
+		}
+	}
 	return out
+}
+
+// lastDelete is the index of the last delete among ops, -1 for none.
+func lastDelete(ops []fakeOp) int {
+	for i := len(ops) - 1; i >= 0; i-- {
+		if ops[i].del {
+			return i
+		}
+	}
+	return -1
+}
+
+// inWindow reports whether an event at event counts in column's value as
+// of t: always for a column without a window.
+func inWindow(schema cassandra.ViewSchema, column string, event, t time.Time) bool {
+	i := slices.IndexFunc(schema.Columns, func(c cassandra.ValueColumn) bool { return c.Name == column })
+	c := schema.Columns[i]
+	if c.Window == 0 {
+		return true
+	}
+	hop := schema.Hop.Duration()
+	tile, last := cassandra.TileStart(event, hop), cassandra.TileStart(t, hop)
+	return !tile.Before(last.Add(-c.Window.Duration())) && !tile.After(last)
+}
+
+func asFloat(v any) float64 {
+	if f, ok := v.(float64); ok {
+		return f
+	}
+	return float64(v.(int64))
 }
 
 // sameRow compares a sweep's row with bruteForce's: no row and a row with
@@ -295,10 +354,11 @@ func TestSweepEqualsBruteForce(t *testing.T) {
 				delete(o.cols, []string{"n", "hi", "lo", "last", "newest"}[rng.IntN(5)])
 			}
 		case 1:
-			o.entity, o.cols = skus[rng.IntN(len(skus))], map[string]any{"n": rng.Int64N(10)}
+			units := rng.Int64N(10)
+			o.entity, o.cols = skus[rng.IntN(len(skus))], map[string]any{"n": units, "units_sum": units, "units_count": int64(1)}
 		case 2:
 			v := rng.Int64N(1000)
-			o.entity, o.cols = users[rng.IntN(len(users)-1)], map[string]any{"n_2h": int64(1), "hi_1d": v, "newest_3h": v}
+			o.entity, o.cols = users[rng.IntN(len(users)-1)], map[string]any{"n_2h": int64(1), "hi_1d": v, "newest_3h": v, "avg_3h_sum": float64(v), "avg_3h_count": int64(1)}
 		}
 		history[vi] = append(history[vi], o)
 		times = append(times, publish, event)

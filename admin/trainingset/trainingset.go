@@ -344,7 +344,7 @@ type column struct {
 func outputColumns(views []*view) []column {
 	var cols []column
 	for i, v := range views {
-		for _, c := range v.schema.Columns {
+		for _, c := range v.schema.ReadColumns() { // averages included
 			out := c.Name
 			if len(views) > 1 {
 				out = v.name + "__" + c.Name

@@ -372,27 +372,36 @@ func (p *Program) fold(in transform.Input[Contribution]) ([]transform.Output, er
 	if in.EventTime.IsZero() {
 		return nil, ErrNoEventTime
 	}
-	columns := make([]transform.Column, len(p.spec.Columns))
+	columns := make([]transform.Column, 0, len(p.spec.Columns)+1)
 	for i, col := range p.spec.Columns {
-		columns[i] = column(col, c.Values[i])
+		columns = column(columns, col, c.Values[i])
 	}
 	return []transform.Output{transform.Row(p.spec.View, p.spec.Key.Column, c.Key).Apply(columns...).At(in.EventTime)}, nil
 }
 
-// column is one column's part of the operation.
-func column(col ColumnSpec, v any) transform.Column {
+// column appends one column's part of the operation: an avg column's
+// is two, its value to its sum and 1 to its count.
+func column(columns []transform.Column, col ColumnSpec, v any) []transform.Column {
 	switch col.Aggregate {
 	case Count, Sum:
-		if f, ok := v.(float64); ok {
-			return transform.Add(col.Name, f)
-		}
-		return transform.Add(col.Name, v.(int64))
+		return append(columns, add(col.Name, v))
+	case Avg:
+		sum, count := AverageColumns(col.Name)
+		return append(columns, add(sum, v), transform.Add(count, int64(1)))
 	case Min:
-		return transform.Min(col.Name, v)
+		return append(columns, transform.Min(col.Name, v))
 	case Max:
-		return transform.Max(col.Name, v)
+		return append(columns, transform.Max(col.Name, v))
 	}
-	return transform.Latest(col.Name, v)
+	return append(columns, transform.Latest(col.Name, v))
+}
+
+// add is the addition of a number, an int64 or a float64.
+func add(name string, v any) transform.Column {
+	if f, ok := v.(float64); ok {
+		return transform.Add(name, f)
+	}
+	return transform.Add(name, v.(int64))
 }
 
 // FromUserConfig compiles the spec a declared view's function finds in its

@@ -99,6 +99,8 @@ func TestColumnsOfEveryType(t *testing.T) {
 			{Name: "last_name", Type: "text", Aggregate: declared.Last, Value: declared.MustParseExpr("name")},
 			{Name: "in_stock", Type: "boolean", Aggregate: declared.Last, Value: declared.MustParseExpr("stock")},
 			{Name: "refunded", Type: "bigint", Aggregate: declared.Sum, Value: declared.MustParseExpr("-amount")},
+			{Name: "avg_kg", Type: "double", Aggregate: declared.Avg, Value: declared.MustParseExpr("kg")},
+			{Name: "avg_cents", Type: "double", Aggregate: declared.Avg, Value: declared.MustParseExpr("price * 2")},
 		},
 	}).Transformation()
 	event := `{"sku":17,"price":250,"kg":0.5,"time":"2026-11-01T09:00:00.5+01:00","name":"Mug","stock":true,"amount":40}`
@@ -106,7 +108,9 @@ func TestColumnsOfEveryType(t *testing.T) {
 		transform.Row("skus", "sku", int64(17)).Apply(
 			transform.Min("cheapest", int64(250)), transform.Max("dearest", 250.0), transform.Add("weight", 0.5),
 			transform.Min("first_seen", time.Date(2026, 11, 1, 8, 0, 0, 500_000_000, time.UTC)),
-			transform.Latest("last_name", "Mug"), transform.Latest("in_stock", true), transform.Add("refunded", int64(-40))).At(at))
+			transform.Latest("last_name", "Mug"), transform.Latest("in_stock", true), transform.Add("refunded", int64(-40)),
+			transform.Add("avg_kg_sum", 0.5), transform.Add("avg_kg_count", int64(1)),
+			transform.Add("avg_cents_sum", int64(500)), transform.Add("avg_cents_count", int64(1))).At(at))
 }
 
 func TestFilterOnSeveralFieldsAndValues(t *testing.T) {
@@ -291,9 +295,16 @@ func TestValidate(t *testing.T) {
 		{name: "a filter field that is no field name", spec: declared.Spec{View: "v", Key: key, Columns: col("bigint", declared.Count, ""), Filter: map[string][]declared.Literal{"1x": nil}},
 			want: []string{`filter.1x: "1x": want a field name`, "filter.1x: no value"}},
 		{name: "no aggregate", spec: declared.Spec{View: "v", Key: key, Columns: col("bigint", "", "")},
-			want: []string{"columns[0].aggregate: missing: say how events fold into column c (count, sum, min, max, last)"}},
-		{name: "an unknown aggregate", spec: declared.Spec{View: "v", Key: key, Columns: col("bigint", "avg", "qty")},
-			want: []string{`columns[0].aggregate: "avg": want count, sum, min, max, last`}},
+			want: []string{"columns[0].aggregate: missing: say how events fold into column c (count, sum, min, max, last, avg)"}},
+		{name: "an unknown aggregate", spec: declared.Spec{View: "v", Key: key, Columns: col("bigint", "mean", "qty")},
+			want: []string{`columns[0].aggregate: "mean": want count, sum, min, max, last, avg`}},
+		{name: "an avg", spec: declared.Spec{View: "v", Key: key, Columns: col("double", declared.Avg, "qty * price_cents")}},
+		{name: "an avg into an integer", spec: declared.Spec{View: "v", Key: key, Columns: col("bigint", declared.Avg, "qty")},
+			want: []string{"columns[0].type: bigint: avg is a fraction, read as a double"}},
+		{name: "an avg into a float", spec: declared.Spec{View: "v", Key: key, Columns: col("float", declared.Avg, "qty")},
+			want: []string{"columns[0].type: float: avg is a fraction, read as a double"}},
+		{name: "an avg without a value", spec: declared.Spec{View: "v", Key: key, Columns: col("double", declared.Avg, "")},
+			want: []string{"columns[0].value: missing: avg needs the event field"}},
 		{name: "a count with a value", spec: declared.Spec{View: "v", Key: key, Columns: col("bigint", declared.Count, "qty")},
 			want: []string{"columns[0].value: qty: count adds 1 per event and takes no value"}},
 		{name: "a sum without a value", spec: declared.Spec{View: "v", Key: key, Columns: col("bigint", declared.Sum, "")},
@@ -333,7 +344,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestAggregateImpliesTheMerge(t *testing.T) {
-	for a, want := range map[declared.Aggregate]string{declared.Count: "add", declared.Sum: "add", declared.Min: "min", declared.Max: "max", declared.Last: "latest", "avg": ""} {
+	for a, want := range map[declared.Aggregate]string{declared.Count: "add", declared.Sum: "add", declared.Min: "min", declared.Max: "max", declared.Last: "latest", declared.Avg: "add", "mean": ""} {
 		if got := string(a.Merge()); got != want {
 			t.Errorf("%s.Merge() = %q, want %q", a, got, want)
 		}

@@ -1,9 +1,11 @@
 // Package declared is the one transformation behind every view declared in
 // YAML: a view manifest with a from section says which events count (its
 // input topic and a filter on field values), which field keys the row, and
-// how each column folds the events (count, sum, min, max or last of a
-// field or a small integer expression), and this package turns each
-// matching event into one operation on its row at the event's time.
+// how each column folds the events (count, sum, min, max, last or avg of
+// a field or a small integer expression), and this package turns each
+// matching event into one operation on its row at the event's time. An
+// avg column is stored as its sum and its count (AverageColumns), which
+// readers divide.
 //
 // The manifest loader (admin/manifest) builds the Spec from the view and
 // deploys the binary in cmd as an ordinary stage of the DAG, the Spec in

@@ -69,6 +69,10 @@ type ColumnSpec struct {
 //	max    keeps the greatest value              (max)    the same, text, timestamp
 //	last   keeps the value of the latest event   (latest) the same, boolean
 //	       time (ties: the later in the ledger)
+//	avg    the mean of the values: stored as     (add)    double
+//	       their sum and their count (two
+//	       columns, AverageColumns), divided
+//	       when read; null without any value
 //
 // An integer column's value is an expression over integer fields; a
 // column of another type takes one field, read as that type (a timestamp
@@ -82,16 +86,22 @@ const (
 	Min   Aggregate = "min"
 	Max   Aggregate = "max"
 	Last  Aggregate = "last"
+	Avg   Aggregate = "avg"
 )
 
 // Aggregates lists every aggregate, for messages.
-var Aggregates = []Aggregate{Count, Sum, Min, Max, Last}
+var Aggregates = []Aggregate{Count, Sum, Min, Max, Last, Avg}
+
+// AverageColumns are the stored columns of an avg column: the sum of its
+// values and their count, both merged by add; readers divide them (see
+// cassandra.Average).
+func AverageColumns(name string) (sum, count string) { return name + "_sum", name + "_count" }
 
 // Merge is the sink's merge rule the aggregate implies, "" for an unknown
 // aggregate.
 func (a Aggregate) Merge() envelope.Merge {
 	switch a {
-	case Count, Sum:
+	case Count, Sum, Avg:
 		return envelope.MergeAdd
 	case Min:
 		return envelope.MergeMin
@@ -224,6 +234,10 @@ func (c ColumnSpec) check() (field, message string) {
 				return "value", fmt.Sprintf("%s: count adds 1 per event and takes no value (sum adds a value)", c.Value)
 			}
 			return "", ""
+		}
+	case Avg:
+		if t.kind != kindFloat || strings.ToLower(strings.TrimSpace(c.Type)) != "double" {
+			return "type", fmt.Sprintf("%s: avg is a fraction, read as a double: declare the column type double (its sum is stored as a double, its count as a bigint)", c.Type)
 		}
 	case Min, Max:
 		if t.kind == kindBool {

@@ -78,6 +78,9 @@ type ViewSchema struct {
 	// Hop is the tile size of a windowed view (see Window): every windowed
 	// column of the view shares it. Zero for a view without windows.
 	Hop Span `json:"hop,omitempty" yaml:"hop"`
+	// Averages are columns that reads compute from two of Columns, a sum
+	// and a count (see Average): the table has none of them.
+	Averages []Average `json:"averages,omitempty" yaml:"averages"`
 }
 
 // KeyColumn is one column of a view's key.
@@ -155,6 +158,7 @@ func (s ViewSchema) Validate() error {
 		}
 	}
 	s.validateWindows(problem)
+	s.validateAverages(problem, seen)
 	return errors.Join(errs...)
 }
 

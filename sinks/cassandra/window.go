@@ -198,7 +198,8 @@ type Tile struct {
 // CombineTiles is the value of every column as of at from the entity's
 // tiles (in any order, any range: each column takes the tiles of its own
 // window): column name to value, absent where no event of the window gave
-// the column one. It is the one definition of a window's value that the
+// the column one; then each average, the window's sum over its count
+// (AddAverages). It is the one definition of a window's value that the
 // reader, training sets and verify share.
 func (s ViewSchema) CombineTiles(tiles []Tile, at time.Time) map[string]any {
 	out := map[string]any{}
@@ -231,6 +232,7 @@ func (s ViewSchema) CombineTiles(tiles []Tile, at time.Time) map[string]any {
 			out[c.Name] = value
 		}
 	}
+	s.AddAverages(out)
 	return out
 }
 

@@ -72,7 +72,10 @@ func windowedSchema() ViewSchema {
 			{Name: "min_1d", Type: "bigint", Merge: envelope.MergeMin, Window: Span(24 * time.Hour)},
 			{Name: "max_7d", Type: "bigint", Merge: envelope.MergeMax, Window: Span(7 * 24 * time.Hour)},
 			{Name: "last_2h", Type: "bigint", Merge: envelope.MergeLatest, Window: Span(2 * time.Hour)},
-		}}
+			{Name: "avg_1d_sum", Type: "double", Merge: envelope.MergeAdd, Window: Span(24 * time.Hour)},
+			{Name: "avg_1d_count", Type: "bigint", Merge: envelope.MergeAdd, Window: Span(24 * time.Hour)},
+		},
+		Averages: []Average{{Name: "avg_1d", Sum: "avg_1d_sum", Count: "avg_1d_count"}}}
 }
 
 func TestWindowedSchemaValidate(t *testing.T) {
@@ -89,6 +92,10 @@ func TestWindowedSchemaValidate(t *testing.T) {
 		{"window not whole hops", func(s *ViewSchema) { s.Columns[1].Window = Span(90 * time.Minute) }, "columns[1].window 90m: a whole number of hops"},
 		{"mixed", func(s *ViewSchema) { s.Columns[0].Window = 0 }, "columns[0].window: column n_7d has none"},
 		{"set", func(s *ViewSchema) { s.Columns[4].Merge = envelope.MergeSet }, "columns[4].merge set"},
+		{"average named as a column", func(s *ViewSchema) { s.Averages[0].Name = "n_7d" }, `averages[0].name "n_7d": column defined twice`},
+		{"average of no column", func(s *ViewSchema) { s.Averages[0].Sum = "avg_sum" }, `averages[0].sum "avg_sum": not a column of the view`},
+		{"average of a max", func(s *ViewSchema) { s.Averages[0].Count = "max_7d" }, `averages[0].count "max_7d": merges by max`},
+		{"average over two windows", func(s *ViewSchema) { s.Averages[0].Count = "n_7d" }, "an average's parts share their window"},
 		{"hop without windows", func(s *ViewSchema) {
 			for i := range s.Columns {
 				s.Columns[i].Window = 0
@@ -97,7 +104,7 @@ func TestWindowedSchemaValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := windowedSchema()
-			s.Columns = slices.Clone(s.Columns)
+			s.Columns, s.Averages = slices.Clone(s.Columns), slices.Clone(s.Averages)
 			tc.change(&s)
 			err := s.Validate()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -137,6 +144,8 @@ func (e windowEvent) op() Op {
 		{Column: "min_1d", Merge: envelope.MergeMin, Value: json.RawMessage(fmt.Sprint(e.value))},
 		{Column: "max_7d", Merge: envelope.MergeMax, Value: json.RawMessage(fmt.Sprint(e.value))},
 		{Column: "last_2h", Merge: envelope.MergeLatest, Value: json.RawMessage(fmt.Sprint(e.value))},
+		{Column: "avg_1d_sum", Merge: envelope.MergeAdd, Value: json.RawMessage(fmt.Sprint(e.value))},
+		{Column: "avg_1d_count", Merge: envelope.MergeAdd, Value: json.RawMessage(`1`)},
 	}
 	key, _ := json.Marshal(e.user)
 	return Op{
@@ -147,7 +156,8 @@ func (e windowEvent) op() Op {
 
 // foldByEventTime is the independent definition of a windowed column's
 // value as of at: the events whose own time falls in [T - W, T + hop),
-// T the start of at's hour, whatever order they arrived in.
+// T the start of at's hour, whatever order they arrived in. The average
+// is the mean of the day's values, absent without any.
 func foldByEventTime(events []windowEvent, user string, at time.Time) map[string]any {
 	out := map[string]any{}
 	tileOfAt := at.Truncate(time.Hour)
@@ -158,6 +168,7 @@ func foldByEventTime(events []windowEvent, user string, at time.Time) map[string
 	var last int64
 	var lastAt time.Time
 	var sawDay, sawWeek, sawLast bool
+	var day []int64
 	for _, e := range events {
 		if in(e, 7*24*time.Hour) {
 			n++
@@ -168,6 +179,7 @@ func foldByEventTime(events []windowEvent, user string, at time.Time) map[string
 		}
 		if in(e, 24*time.Hour) {
 			sum += e.value
+			day = append(day, e.value)
 			if !sawDay || e.value < minV {
 				minV = e.value
 			}
@@ -182,6 +194,12 @@ func foldByEventTime(events []windowEvent, user string, at time.Time) map[string
 	}
 	if sawDay {
 		out["sum_1d"], out["min_1d"] = sum, minV
+		var daySum float64
+		for _, v := range day {
+			daySum += float64(v)
+		}
+		out["avg_1d_sum"], out["avg_1d_count"] = daySum, int64(len(day))
+		out["avg_1d"] = daySum / float64(len(day))
 	}
 	if sawLast {
 		out["last_2h"] = last

@@ -1,14 +1,17 @@
 // Package reader is how applications read a Foldline view: it resolves the
 // view's active table through the view registry (never a hard-coded
 // user_activity_v1, which a backfill replaces), follows a switch within a
-// refresh interval, and hides deleted rows (the sink keeps a deleted row as
-// a tombstone with its positions, marked fl_deleted).
+// refresh interval, hides deleted rows (the sink keeps a deleted row as
+// a tombstone with its positions, marked fl_deleted), and computes the
+// view's averages from their stored sum and count.
 //
 // The same in CQL, for readers in other languages:
 //
 //	SELECT active_table, definition FROM shop.foldline_views WHERE view_name = 'user_activity' LIMIT 1;
 //	SELECT "user", page_views, …, fl_deleted FROM shop.user_activity_v1 WHERE "user" = ?;
 //	-- a row whose fl_deleted is true does not exist; read active_table again now and then.
+//	-- an average (the definition's averages) is its sum over its count, null for a count of 0:
+//	SELECT qty_avg_sum / qty_avg_count FROM … -- CQL's / on a double and a bigint gives a double
 //
 // A View is safe for concurrent use.
 package reader
@@ -186,6 +189,10 @@ var ErrNotWindowed = errors.New("view has no windows")
 //	SELECT sum(purchases_7d) FROM shop.user_purchases_7d_v1
 //	 WHERE "user" = ? AND fl_tile >= ? AND fl_tile <= ?  -- [T - 7d, T], T = at's tile start
 //
+// and an average, its window's sum over its count (null for a count of 0):
+//
+//	SELECT sum(qty_avg_7d_sum) / sum(qty_avg_7d_count) FROM … WHERE … -- the same range
+//
 // The table holds the tiles of the present (older ones expire), and a tile
 // holds every event of its hop applied so far: for an at in the past the
 // last tile includes events after at. Values are of the canonical Go types
@@ -245,7 +252,7 @@ func (v *View) Get(ctx context.Context, key ...any) (row Row, found bool, err er
 		}
 		return nil, false, fmt.Errorf("reading view %s from %s.%s: %w", v.view, v.keyspace, t.name, err)
 	}
-	return visible(m)
+	return t.visible(m)
 }
 
 // All yields every row of the view that is not deleted, in token order.
@@ -263,7 +270,7 @@ func (v *View) All(ctx context.Context) iter.Seq2[Row, error] {
 			if !it.MapScan(m) {
 				break
 			}
-			row, ok, _ := visible(m)
+			row, ok, _ := t.visible(m)
 			if ok && !yield(row, nil) {
 				it.Close()
 				return
@@ -275,11 +282,46 @@ func (v *View) All(ctx context.Context) iter.Seq2[Row, error] {
 	}
 }
 
-// visible drops the bookkeeping column and hides a deleted row.
-func visible(m map[string]any) (Row, bool, error) {
+// visible drops the bookkeeping column, hides a deleted row and adds the
+// view's averages (sum / count, absent for a count of 0).
+func (t table) visible(m map[string]any) (Row, bool, error) {
 	if deleted, _ := m[cassandra.ColumnDeleted].(bool); deleted {
 		return nil, false, nil
 	}
 	delete(m, cassandra.ColumnDeleted)
+	if len(t.schema.Averages) > 0 {
+		canonical := make(map[string]any, len(t.schema.Averages)*2)
+		for _, a := range t.schema.Averages {
+			canonical[a.Sum], canonical[a.Count] = canonicalNumber(m[a.Sum]), canonicalNumber(m[a.Count])
+		}
+		for _, a := range t.schema.Averages {
+			if avg, ok := a.Of(canonical); ok {
+				m[a.Name] = avg
+			}
+		}
+	}
 	return Row(m), true, nil
+}
+
+// canonicalNumber is a number as gocql decodes it (int, int16, float32,
+// …) as the int64 or float64 that cassandra.Average.Of reads; nil for
+// anything else (a null).
+func canonicalNumber(v any) any {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case int:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case int16:
+		return int64(x)
+	case int8:
+		return int64(x)
+	case float64:
+		return x
+	case float32:
+		return float64(x)
+	}
+	return nil
 }
