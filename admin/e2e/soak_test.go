@@ -103,9 +103,31 @@ func TestSoak(t *testing.T) {
 
 	rss := startRSS(t.Context(), cfg.sampleEvery, func() map[string]int { return soakProcesses(s.tenant, cass) })
 	feed := s.startFeed(t, cfg.rate, cfg.duration, 1000)
+	kills, restarts := 0, 0
+	// The memory is reported however the soak ends.
+	defer func() {
+		feed.cancel() // a no-op once it has ended; else the soak failed
+		<-feed.done
+		rss.stop()
+		var buf bytes.Buffer
+		measured := "a rate given, saturation not measured"
+		if sat.rate > 0 {
+			measured = fmt.Sprintf("%.2f of the saturation of %.0f events/s", feed.rate()/sat.rate, sat.rate)
+		}
+		fmt.Fprintf(&buf, "soak of %s: %d events at %.0f events/s (%s), %d kills (every %s), %d restarts of %s (every %s); RSS every %s, MB\n\n",
+			cfg.duration, len(feed.lines), feed.rate(), measured, kills, cfg.killEvery, restarts, cass.name, cfg.restartEvery, cfg.sampleEvery)
+		figures := rss.write(&buf, min(5*time.Minute, cfg.duration/5))
+		path := filepath.Join(cfg.out, "rss.txt")
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Errorf("writing the memory table: %v", err)
+		}
+		t.Logf("memory of every process over the soak (also in %s):\n%s", path, buf.String())
+		if err := benchreport.Emit(figures...); err != nil {
+			t.Error(err)
+		}
+	}()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 45))
 	stages := s.stageNames(t)
-	kills, restarts := 0, 0
 	nextKill, nextRestart := feed.start.Add(cfg.killEvery), feed.start.Add(cfg.restartEvery)
 	end := feed.start.Add(cfg.duration)
 	for {
@@ -149,19 +171,6 @@ func TestSoak(t *testing.T) {
 	}
 	s.checkDeadLetters(t, map[string][][]byte{"validate-dlq": malformed, "sku-refunds-dlq": unknownOrders})
 
-	report := rss.stop()
-	path := filepath.Join(cfg.out, "rss.txt")
-	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "soak of %s: %d events at %.0f events/s (saturation %.0f), %d kills (every %s), %d restarts of %s (every %s); RSS every %s, MB\n\n",
-		cfg.duration, len(feed.lines), feed.rate(), sat.rate, kills, cfg.killEvery, restarts, cass.name, cfg.restartEvery, cfg.sampleEvery)
-	figures := report.write(&buf, min(5*time.Minute, cfg.duration/5))
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatalf("writing the memory table: %v", err)
-	}
-	t.Logf("memory of every process over the soak (also in %s):\n%s", path, buf.String())
-	if err := benchreport.Emit(figures...); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // soakConfig is TestSoak's settings.
@@ -260,8 +269,9 @@ func soakProcesses(tenant string, cass soakTarget) map[string]int {
 // feed is the soak's producer: generated events written at a rate to a
 // live `foldline ingest -`.
 type feed struct {
-	start time.Time
-	done  chan struct{}
+	start  time.Time
+	cancel context.CancelFunc
+	done   chan struct{}
 	// Once done: the lines written, in order, how long it took, and the
 	// first error of the generator, the pipe or the ingest.
 	lines     [][]byte
@@ -279,7 +289,7 @@ func (s *shop) startFeed(t *testing.T, rate float64, d time.Duration, seed uint6
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
 	pr, pw := io.Pipe()
-	f := &feed{start: time.Now(), done: make(chan struct{})}
+	f := &feed{start: time.Now(), cancel: cancel, done: make(chan struct{})}
 	var (
 		wg                  sync.WaitGroup
 		writeErr, ingestErr error
@@ -524,11 +534,10 @@ func (r *rssRecorder) markEnd() {
 	r.mu.Unlock()
 }
 
-// stop ends the sampling and returns what was recorded.
-func (r *rssRecorder) stop() *rssRecorder {
+// stop ends the sampling.
+func (r *rssRecorder) stop() {
 	r.cancel()
 	<-r.done
-	return r
 }
 
 // write writes the samples as a table (a row per sample, a column per
