@@ -163,14 +163,23 @@ func dropFromShop(t testing.TB, dir string, views, functions []string) {
 // interval either way, so that some events come after later ones.
 func generate(t testing.TB, n int, seed uint64) [][]byte {
 	t.Helper()
+	lines, err := generateLines(n, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+// generateLines is generate for a goroutine other than the test's.
+func generateLines(n int, seed uint64) ([][]byte, error) {
 	var buf bytes.Buffer
 	span := 9 * 24 * time.Hour
 	interval := span / time.Duration(n)
 	if _, err := gen.Generate(&buf, gen.Options{Events: n, Users: 300, SKUs: 40, Seed: seed, Malformed: 0.01, IDPrefix: fmt.Sprintf("s%d-", seed),
 		End: time.Now().UTC().Truncate(time.Second), Interval: interval, Jitter: interval}); err != nil {
-		t.Fatalf("generating events: %v", err)
+		return nil, fmt.Errorf("generating events: %w", err)
 	}
-	return bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n"))
+	return bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n")), nil
 }
 
 // ingest publishes lines to the ledger with foldline ingest.

@@ -82,12 +82,8 @@ func BenchmarkFreshness(b *testing.B) {
 
 	for b.Loop() {
 		loadBefore := loadAverage()
-		start := time.Now()
-		s.ingest(b, generate(b, burst, 42))
-		ingested := time.Since(start)
-		s.waitForFold(b, 30*time.Minute)
-		caughtUp := time.Since(start)
-		saturation := float64(burst) / caughtUp.Seconds()
+		sat := s.measureSaturation(b, burst, 42)
+		ingested, caughtUp, saturation := sat.ingested, sat.caughtUp, sat.rate
 
 		settled, calm := settle(b.Context())
 
@@ -168,6 +164,31 @@ func BenchmarkFreshness(b *testing.B) {
 		b.ReportMetric(float64(p99)/float64(time.Millisecond), "p99-ms")
 		b.ReportMetric(saturation, "saturation-events/s")
 	}
+}
+
+// saturation is what measureSaturation measured.
+type saturation struct {
+	// ingested is how long the burst took to publish, caughtUp how long
+	// until the views equalled the fold; rate is the burst's events over
+	// caughtUp, in events per second.
+	ingested, caughtUp time.Duration
+	rate               float64
+}
+
+// measureSaturation measures the pipeline's sustained rate: a burst of n
+// events generated from seed is ingested at once, and the rate is the
+// burst over the time from the first publish until the views equal the
+// fold of the ledger (polled every second, so a long burst makes it
+// exact).
+func (s *shop) measureSaturation(t testing.TB, n int, seed uint64) saturation {
+	t.Helper()
+	events := generate(t, n, seed)
+	start := time.Now()
+	s.ingest(t, events)
+	ingested := time.Since(start)
+	s.waitForFold(t, 30*time.Minute)
+	caughtUp := time.Since(start)
+	return saturation{ingested: ingested, caughtUp: caughtUp, rate: float64(n) / caughtUp.Seconds()}
 }
 
 // After the saturation burst the paced run waits until the machine's cores

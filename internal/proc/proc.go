@@ -17,11 +17,22 @@ import (
 // PIDs returns the pids of the processes whose command line (program and
 // arguments) match reports true for.
 func PIDs(match func(argv []string) bool) []int {
+	var pids []int
+	Each(func(pid int, argv []string) {
+		if match(argv) {
+			pids = append(pids, pid)
+		}
+	})
+	return pids
+}
+
+// Each calls fn with the pid and command line of every process it can
+// read (a process that ends meanwhile is left out).
+func Each(fn func(pid int, argv []string)) {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return
 	}
-	var pids []int
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
@@ -31,11 +42,8 @@ func PIDs(match func(argv []string) bool) []int {
 		if err != nil || len(cmdline) == 0 {
 			continue
 		}
-		if match(strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")) {
-			pids = append(pids, pid)
-		}
+		fn(pid, strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00"))
 	}
-	return pids
 }
 
 // clockTicks is the unit of the times in /proc/<pid>/stat (USER_HZ, 100 on

@@ -58,6 +58,21 @@ func EnvInt(t testing.TB, name string, def int) int {
 	return n
 }
 
+// EnvDuration reads a duration (as time.ParseDuration takes it, "90s")
+// from the environment variable name, or def when it is unset.
+func EnvDuration(t testing.TB, name string, def time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("reading %s=%q: want a positive duration such as 90s or 10m", name, v)
+	}
+	return d
+}
+
 // TimeRead reads topic with a plain reader from its first message until n
 // messages have come (receiver queue 5000, as the runtime's), and returns
 // how long it took: the limit the benchmarks measure a backfill against.
