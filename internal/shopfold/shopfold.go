@@ -141,6 +141,7 @@ func foldWith(f *Folder, lines [][]byte) Result {
 // order (for the windowed views, see window.go). The slice is the
 // folder's own.
 func (f *Folder) Purchases() []Purchase { return f.purchases }
+
 // ErrDuplicate is matched by the error Add returns for a line a distinct
 // fold skips.
 var ErrDuplicate = errors.New("event seen before")
