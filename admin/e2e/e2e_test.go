@@ -42,6 +42,9 @@ type shop struct {
 	// windowed is set when the deployed manifests declare the shop's
 	// windowed views, which waitForResult then compares too.
 	windowed bool
+	// joined is set when they declare the sku_refunds view, which
+	// waitForResult then compares too.
+	joined bool
 }
 
 // deployShop deploys the frozen copy of the shop manifests
@@ -83,13 +86,16 @@ func deployShopFrom(t testing.TB, name, dir string) *shop {
 	if err != nil {
 		t.Fatal(err)
 	}
-	windowed := 0
+	windowed, joined := 0, false
 	for _, v := range set.Views {
-		if v.Name == "user_purchases_7d" || v.Name == "sku_units_1d" {
+		switch v.Name {
+		case "user_purchases_7d", "sku_units_1d":
 			windowed++
+		case "sku_refunds":
+			joined = true
 		}
 	}
-	return &shop{svc: svc, tenant: tenant, keyspace: manifest.KeyspaceFor(tenant), opts: opts, session: session, windowed: windowed == 2}
+	return &shop{svc: svc, tenant: tenant, keyspace: manifest.KeyspaceFor(tenant), opts: opts, session: session, windowed: windowed == 2, joined: joined}
 }
 
 // cassandraSession logs in to Cassandra with svc's credentials; the session
@@ -251,12 +257,21 @@ func (s *shop) views(t testing.TB) (shopfold.Result, error) {
 }
 
 // skuRefunds reads the sku_refunds view's active table in the fold's shape,
-// skipping deleted rows; a tenant deployed without the view has none.
+// skipping deleted rows; a tenant deployed without the view has none (nil).
 func (s *shop) skuRefunds() (map[string]shopfold.SkuRefundsRow, error) {
+	if !s.joined {
+		return nil, nil // a test's manifests without it: nothing to compare
+	}
 	table, err := s.activeTable("sku_refunds")
 	if err != nil {
-		return nil, nil // not deployed (a test's manifests without it): nothing to compare
+		return nil, err
 	}
+	return s.skuRefundsIn(table)
+}
+
+// skuRefundsIn reads a table of the sku_refunds view (the active one, or a
+// replay's snapshot) in the fold's shape, skipping deleted rows.
+func (s *shop) skuRefundsIn(table string) (map[string]shopfold.SkuRefundsRow, error) {
 	rows := map[string]shopfold.SkuRefundsRow{}
 	iter := s.session.Query(`SELECT sku, refunds, refunded_cents, fl_deleted FROM ` + s.keyspace + `.` + table).Iter()
 	var (

@@ -24,13 +24,18 @@ const partitionCount = 4
 // (issue 15, item 1): a ledger of 4 partitions keyed by user, every
 // pipeline topic with 4 partitions, 4 instances of every function on
 // failover subscriptions (one active instance per partition) and of every
-// sink on key_shared ones (one writer per row). Between batches of events, while the
-// stages still work through the last one, one instance of a stage after
-// another is killed with kill -9. The views must equal the independent
-// fold — product_sales, re-keyed by sku, gathers every ledger partition,
-// so an operation applied out of its partition's order would be skipped
-// and show — and every instance of every stage must have done work (one
-// partition each, not one instance doing all).
+// sink on key_shared ones (one writer per row); the declared views'
+// functions and sinks, one instance each, read the partitioned topic of
+// valid events. Between batches of events, while the stages still work
+// through the last one, one instance of every stage in turn — the
+// stateful dedup and sku-refunds, the declared views' functions and every
+// sink included — is killed with kill -9. The views must equal the
+// independent fold — product_sales and sku_refunds, re-keyed, gather every
+// ledger partition, so an operation applied out of its partition's order
+// would be skipped and show; the windowed views are read with GetAt and
+// compared with the fold by event time — and every instance of every
+// scaled-out stage must have done work (one partition each, not one
+// instance doing all).
 func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	s := deployShopFrom(t, "parts", testenv.PartitionedShopManifests(t, partitionCount))
 	for _, name := range partitionedStages {
@@ -38,13 +43,25 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 			t.Fatalf("%s runs %d instances, want %d", name, n, partitionCount)
 		}
 	}
+	if !s.windowed {
+		t.Fatal("the partitioned manifests declare no windowed views: nothing would check them")
+	}
 	rng := rand.New(rand.NewPCG(15, 1))
 	events := generate(t, 12000, 15)
 	const batch = 1500
+	every := s.stageNames(t) // every function and sink, the declared views' too
+	batches := (len(events) + batch - 1) / batch
+	perBatch := (len(every) + batches - 1) / batches
+	killed := 0
 	for i := 0; i < len(events); i += batch {
 		s.ingest(t, events[i:i+batch])
-		name := partitionedStages[(i/batch)%len(partitionedStages)]
-		s.killOneInstance(t, name, rng)
+		for range perBatch {
+			s.killOneInstance(t, every[killed%len(every)], rng)
+			killed++
+		}
+	}
+	if killed < len(every) {
+		t.Fatalf("killed %d instances of %d stages: some stage was spared", killed, len(every))
 	}
 	s.waitForFold(t, 8*time.Minute)
 

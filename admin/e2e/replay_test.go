@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/foldline/foldline/admin/backfill"
 	"github.com/foldline/foldline/admin/deploy"
+	"github.com/foldline/foldline/admin/ingest"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/trainingset"
 	"github.com/foldline/foldline/admin/views"
@@ -202,4 +204,129 @@ func (s *shop) lastApplied(t *testing.T, table string) envelope.Position {
 		t.Fatalf("reading fl_applied of %s: %v", table, err)
 	}
 	return last
+}
+
+// TestReplayBetweenAnOrderAndItsRefund replays sku_refunds, the keyed-state
+// join, as of ledger positions between an order's purchase and its refund
+// (issue 47, item 3). The ledger holds generated events and, published
+// among them, the purchase of an order, a refund of another order whose
+// purchase comes later, then the first order's refund and the second's
+// purchase. As of the position of the early refund, the first order's
+// refund is absent, and so is every generated refund whose purchase came
+// before the cut; the early refund is unattributed. As of the position of
+// the first order's refund, that refund counts against its purchase's
+// sku, and the early refund stays unattributed, as it does once its
+// purchase has come: a refund is judged as of its own place in the ledger.
+// Each replay's table equals shopfold's fold of the ledger up to its cut,
+// which the replay's own copy of the stateful stage rebuilt from the ledger.
+func TestReplayBetweenAnOrderAndItsRefund(t *testing.T) {
+	s := deployShop(t, "asofjoin")
+	events := generate(t, 3000, 47)
+	at := time.Now().Add(-time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+	line := func(id, rest string) []byte {
+		return fmt.Appendf(nil, `{"id":"asof-%s","user":"asof-u","time":%q,%s}`, id, at, rest)
+	}
+	purchase := line("1", `"type":"purchase","order":"asof-o1","sku":"asof-sku1","qty":2,"price_cents":1500`)
+	early := line("2", `"type":"refund","order":"asof-o2","amount_cents":700`)
+	refund := line("3", `"type":"refund","order":"asof-o1","amount_cents":3000`)
+	late := line("4", `"type":"purchase","order":"asof-o2","sku":"asof-sku2","qty":1,"price_cents":700`)
+	s.ingest(t, events[:1500])
+	s.ingest(t, [][]byte{purchase, early})
+	s.ingest(t, events[1500:])
+	s.ingest(t, [][]byte{refund, late})
+	s.waitForFold(t, 3*time.Minute)
+
+	positions := s.ledgerPositions(t)
+	between, after := 1501, len(s.ledger)-2 // the early refund's place; the first order's refund's
+	if !bytes.Equal(s.ledger[between], early) || !bytes.Equal(s.ledger[after], refund) {
+		t.Fatalf("the ledger holds %q and %q where the refunds were published", s.ledger[between], s.ledger[after])
+	}
+	asOfBetween := foldAtCassandraPrecision(s.ledger[:between+1])
+	asOfAfter := foldAtCassandraPrecision(s.ledger[:after+1])
+	all := s.expected()
+	// What the fold says, which the replays must show: the refund absent,
+	// then counted; the early refund unattributed throughout.
+	if _, ok := asOfBetween.SkuRefunds["asof-sku1"]; ok {
+		t.Fatalf("the fold as of %s counts a refund of asof-sku1 before it: %+v", positions[between], asOfBetween.SkuRefunds["asof-sku1"])
+	}
+	if got, want := asOfAfter.SkuRefunds["asof-sku1"], (shopfold.SkuRefundsRow{Refunds: 1, RefundedCents: 3000}); got != want {
+		t.Fatalf("the fold as of %s has asof-sku1 %+v, want %+v", positions[after], got, want)
+	}
+	for name, fold := range map[string]shopfold.Result{"as of the early refund": asOfBetween, "as of the refund": asOfAfter, "of the whole ledger": all} {
+		if !slices.Contains(fold.UnknownOrders, between) {
+			t.Fatalf("the fold %s does not list the early refund (line %d) as unattributed: %v", name, between, fold.UnknownOrders)
+		}
+	}
+	if _, ok := all.SkuRefunds["asof-sku2"]; ok {
+		t.Fatal("the fold counts the early refund against the sku of its later purchase")
+	}
+	if total(asOfAfter.SkuRefunds) <= total(asOfBetween.SkuRefunds)+1 {
+		t.Fatalf("no generated refund falls between the cuts (%d refunds, then %d): only the published one would be checked", total(asOfBetween.SkuRefunds), total(asOfAfter.SkuRefunds))
+	}
+
+	opts := s.backfillOptions("sku_refunds", s.opts.Dir)
+	for _, cut := range []struct {
+		line int
+		want shopfold.Result
+	}{{between, asOfBetween}, {after, asOfAfter}} {
+		opts.Until = positions[cut.line].String()
+		res, err := backfill.Run(t.Context(), opts, false)
+		if err != nil {
+			t.Fatalf("replaying sku_refunds as of %s: %v", opts.Until, err)
+		}
+		if res.State != backfill.StateSnapshot || res.OldTable != "sku_refunds_v1" {
+			t.Fatalf("replay as of %s: %+v, want a snapshot beside sku_refunds_v1", opts.Until, res)
+		}
+		got, err := s.skuRefundsIn(res.Table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var problems []string
+		diffRows("sku_refunds as of "+opts.Until, got, cut.want.SkuRefunds, func(format string, args ...any) {
+			if len(problems) < 8 {
+				problems = append(problems, fmt.Sprintf(format, args...))
+			}
+		})
+		if len(problems) > 0 {
+			t.Fatalf("the replay as of %s (line %d) differs from the fold of the ledger up to it:\n%s", opts.Until, cut.line+1, strings.Join(problems, "\n"))
+		}
+		t.Logf("sku_refunds as of %s (line %d of %d) in %s: %d skus, %d refunds, asof-sku1 %+v, as the fold says",
+			opts.Until, cut.line+1, len(s.ledger), res.Table, len(got), total(got), got["asof-sku1"])
+	}
+	if table, err := s.activeTable("sku_refunds"); err != nil || table != "sku_refunds_v1" {
+		t.Fatalf("active table %q (%v) after the replays, want sku_refunds_v1 still", table, err)
+	}
+}
+
+// total counts the refunds of a sku_refunds view.
+func total(rows map[string]shopfold.SkuRefundsRow) int64 {
+	var n int64
+	for _, r := range rows {
+		n += r.Refunds
+	}
+	return n
+}
+
+// ledgerPositions reads the shop's ledger (one topic, not partitioned) from
+// its first event and returns the position of each line ingested, in
+// order, checking that the ledger holds the lines as ingested.
+func (s *shop) ledgerPositions(t *testing.T) []envelope.Position {
+	t.Helper()
+	topic := ingest.DefaultTopic(s.tenant)
+	reader := s.readFromEarliest(t, topic)
+	positions := make([]envelope.Position, len(s.ledger))
+	for i := range s.ledger {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		msg, err := reader.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("reading event %d of %s: %v", i, topic, err)
+		}
+		if !bytes.Equal(msg.Payload(), s.ledger[i]) {
+			t.Fatalf("event %d of %s is %q, want line %d as ingested, %q", i, topic, msg.Payload(), i+1, s.ledger[i])
+		}
+		id := msg.ID()
+		positions[i] = envelope.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
+	}
+	return positions
 }
