@@ -53,7 +53,8 @@ func compareRows(old, new map[string]string) *Diff {
 
 // compareTables reads both tables whole (a view is as big as its keys,
 // not its history) and diffs them over the columns of the new definition
-// that the old one has too.
+// that the old one has too, row by row: by key, and by tile as well when
+// both are windowed.
 func compareTables(ctx context.Context, cql *gocql.Session, oldSchema, newSchema cassandra.ViewSchema) (*Diff, error) {
 	shared := map[string]bool{}
 	for _, c := range oldSchema.Columns {
@@ -62,6 +63,10 @@ func compareTables(ctx context.Context, cql *gocql.Session, oldSchema, newSchema
 	var keys, cols []string
 	for _, k := range newSchema.Key {
 		keys = append(keys, k.Name)
+	}
+	if newSchema.Windowed() && oldSchema.Windowed() {
+		// One row per entity and tile: compare each tile, not one of them.
+		keys = append(keys, cassandra.ColumnTile)
 	}
 	for _, c := range newSchema.Columns {
 		if shared[c.Name] {
