@@ -189,6 +189,9 @@ func (s *shop) views(t testing.TB) (shopfold.Result, error) {
 	if r.SkuRefunds, err = s.skuRefunds(); err != nil {
 		return r, err
 	}
+	if r.SkuPageViewsBefore, err = s.skuPageViewsBefore(); err != nil {
+		return r, err
+	}
 	iter := s.session.Query(`SELECT sku, units, revenue_cents, orders, fl_deleted FROM ` + s.keyspace + `.` + productSales).Iter()
 	var (
 		key     string
@@ -206,21 +209,51 @@ func (s *shop) views(t testing.TB) (shopfold.Result, error) {
 	return r, nil
 }
 
-// skuRefunds reads the sku_refunds view's active table in the fold's shape,
-// skipping deleted rows; a tenant deployed without the view has none.
+// skuRefunds reads the sku_refunds view's active table in the fold's shape;
+// a tenant deployed without the view has none.
 func (s *shop) skuRefunds() (map[string]shopfold.SkuRefundsRow, error) {
-	table, err := s.activeTable("sku_refunds")
-	if err != nil {
-		return nil, nil // not deployed (a test's manifests without it): nothing to compare
+	pairs, err := s.skuPairs("sku_refunds", "refunds", "refunded_cents")
+	if pairs == nil || err != nil {
+		return nil, err
 	}
 	rows := map[string]shopfold.SkuRefundsRow{}
-	iter := s.session.Query(`SELECT sku, refunds, refunded_cents, fl_deleted FROM ` + s.keyspace + `.` + table).Iter()
+	for sku, p := range pairs {
+		rows[sku] = shopfold.SkuRefundsRow{Refunds: p[0], RefundedCents: p[1]}
+	}
+	return rows, nil
+}
+
+// skuPageViewsBefore reads the sku_page_views_before view's active table in
+// the fold's shape; a tenant deployed without the view has none.
+func (s *shop) skuPageViewsBefore() (map[string]shopfold.SkuPageViewsBeforeRow, error) {
+	pairs, err := s.skuPairs("sku_page_views_before", "purchases", "page_views_before")
+	if pairs == nil || err != nil {
+		return nil, err
+	}
+	rows := map[string]shopfold.SkuPageViewsBeforeRow{}
+	for sku, p := range pairs {
+		rows[sku] = shopfold.SkuPageViewsBeforeRow{Purchases: p[0], PageViewsBefore: p[1]}
+	}
+	return rows, nil
+}
+
+// skuPairs reads the active table of a view keyed by sku with two bigint
+// columns a and b, skipping deleted rows (a null reads as 0); nil, and no
+// error, when the tenant was deployed without the view (a test's manifests
+// without it: nothing to compare).
+func (s *shop) skuPairs(view, a, b string) (map[string][2]int64, error) {
+	table, err := s.activeTable(view)
+	if err != nil {
+		return nil, nil
+	}
+	rows := map[string][2]int64{}
+	iter := s.session.Query(`SELECT sku, ` + a + `, ` + b + `, fl_deleted FROM ` + s.keyspace + `.` + table).Iter()
 	var (
 		key     string
-		row     shopfold.SkuRefundsRow
+		row     [2]int64
 		deleted bool
 	)
-	for iter.Scan(&key, &row.Refunds, &row.RefundedCents, &deleted) {
+	for iter.Scan(&key, &row[0], &row[1], &deleted) {
 		if !deleted {
 			rows[key] = row
 		}
@@ -282,6 +315,9 @@ func diff(got, want shopfold.Result) string {
 	diffRows("product_sales", got.ProductSales, want.ProductSales, add)
 	if got.SkuRefunds != nil { // a tenant without the view has nil
 		diffRows("sku_refunds", got.SkuRefunds, want.SkuRefunds, add)
+	}
+	if got.SkuPageViewsBefore != nil { // the same
+		diffRows("sku_page_views_before", got.SkuPageViewsBefore, want.SkuPageViewsBefore, add)
 	}
 	return strings.Join(out, "\n")
 }
@@ -354,7 +390,8 @@ func (s *shop) waitForResult(t testing.TB, want shopfold.Result, timeout time.Du
 				last = s.windowsDiff(t)
 			}
 			if last == "" {
-				t.Logf("views equal the fold of %d ledger events: %d users, %d skus sold, %d skus refunded (windowed views compared: %v)", len(s.ledger), len(want.UserActivity), len(want.ProductSales), len(want.SkuRefunds), s.windowed)
+				t.Logf("views equal the fold of %d ledger events: %d users, %d skus sold, %d skus refunded, %d skus with page views before (compared: sku_refunds %v, sku_page_views_before %v, windowed views %v)",
+					len(s.ledger), len(want.UserActivity), len(want.ProductSales), len(want.SkuRefunds), len(want.SkuPageViewsBefore), got.SkuRefunds != nil, got.SkuPageViewsBefore != nil, s.windowed)
 				return
 			}
 		} else {

@@ -26,6 +26,7 @@ var sinks = []struct{ name, input string }{
 	{"product_sales_v1-sink", "product-sales-ops"},
 	{"user_purchases_7d_v1-sink", "user_purchases_7d-ops"},
 	{"sku_units_1d_v1-sink", "sku_units_1d-ops"},
+	{"sku_page_views_before_v1-sink", "sku_page_views_before-ops"},
 }
 
 // kill sends SIGKILL to every instance of each function and waits until

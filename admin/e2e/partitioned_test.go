@@ -16,7 +16,7 @@ import (
 
 // partitionedStages are the shop's stages as PartitionedShopManifests
 // deploys them, every one with partitionCount instances.
-var partitionedStages = []string{"dedup", "validate", "user-activity", "purchases", "product-sales", "user_activity_v1-sink", "product_sales_v1-sink", "orders", "sku-refunds", "sku_refunds_v1-sink"}
+var partitionedStages = []string{"dedup", "validate", "user-activity", "purchases", "product-sales", "user_activity_v1-sink", "product_sales_v1-sink", "orders", "sku-refunds", "sku_refunds_v1-sink", "enrich-purchases"}
 
 const partitionCount = 4
 
@@ -26,7 +26,8 @@ const partitionCount = 4
 // failover subscriptions (one active instance per partition) and of every
 // sink on key_shared ones (one writer per row). Between batches of events, while the
 // stages still work through the last one, one instance of a stage after
-// another is killed with kill -9. The views must equal the independent
+// another is killed with kill -9 (every stage's once at least: the batches
+// outnumber the stages). The views must equal the independent
 // fold — product_sales, re-keyed by sku, gathers every ledger partition,
 // so an operation applied out of its partition's order would be skipped
 // and show — and every instance of every stage must have done work (one
@@ -40,7 +41,10 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(15, 1))
 	events := generate(t, 12000, 15)
-	const batch = 1500
+	const batch = 1000
+	if len(events)/batch < len(partitionedStages) {
+		t.Fatalf("%d batches for %d stages: some stage would not be killed", len(events)/batch, len(partitionedStages))
+	}
 	for i := 0; i < len(events); i += batch {
 		s.ingest(t, events[i:i+batch])
 		name := partitionedStages[(i/batch)%len(partitionedStages)]
@@ -71,6 +75,19 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	} else if res.Diff == nil || !res.Diff.Identical() || res.Diff.NewRows == 0 {
 		t.Fatalf("fused diff %+v, want identical non-empty tables", res.Diff)
 	}
+	// The enrichment's path copied whole: dedup's and enrich-purchases'
+	// states rebuilt from the partitioned ledger in tables of their own,
+	// the declared view's function and sink, into an identical table.
+	enriched := s.backfillOptions("sku_page_views_before", s.opts.Dir)
+	enriched.RequireIdentical = true
+	enriched.CopyAll = true
+	enrichedRes, err := backfill.Run(t.Context(), enriched, false)
+	if err != nil {
+		t.Fatalf("backfilling sku_page_views_before: %v", err)
+	}
+	if enrichedRes.Diff == nil || !enrichedRes.Diff.Identical() || enrichedRes.Diff.NewRows == 0 {
+		t.Fatalf("sku_page_views_before diff %+v, want identical non-empty tables", enrichedRes.Diff)
+	}
 	s.ingest(t, generate(t, 1000, 16))
 	s.waitForFold(t, 3*time.Minute)
 
@@ -85,6 +102,7 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	stages[3], stages[4], stages[6] = "purchases"+suffix, "product-sales"+suffix, res.Table+"-sink"
 	uaSuffix := manifest.ForkSuffix("user_activity_v2")
 	stages[0], stages[1], stages[2], stages[5] = "dedup"+uaSuffix, "validate"+uaSuffix, "user-activity"+uaSuffix, "user_activity_v2-sink"
+	stages[10] = "enrich-purchases" + manifest.ForkSuffix(enrichedRes.Table)
 	for _, name := range stages {
 		stats, err := pulsar.Functions.GetFunctionStatsWithContext(t.Context(), s.tenant, pipelineNS, name)
 		if err != nil {
@@ -101,7 +119,7 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	}
 	// Every partition of every pipeline topic got events: the ledger's
 	// split by key carried through the stages, routed by origin.
-	for _, topic := range []string{"distinct", "valid", "purchases", "user-activity-ops", "orders", "sku-refunds-ops", "product-sales-ops", "purchases" + suffix, "product-sales-ops" + suffix} {
+	for _, topic := range []string{"distinct", "valid", "purchases", "user-activity-ops", "orders", "sku-refunds-ops", "product-sales-ops", "purchases" + suffix, "product-sales-ops" + suffix, "enriched-purchases" + manifest.ForkSuffix(enrichedRes.Table)} {
 		full := "persistent://" + s.tenant + "/" + pipelineNS + "/" + topic
 		for p := range partitionCount {
 			n, err := pulsarx.Entries(t.Context(), pulsar, partitionName(full, p))
