@@ -25,18 +25,22 @@ import (
 )
 
 // declaredShopManifests is a copy of the shop's manifests with only what
-// the views declared in YAML need: the tenant, the validate stage, and
+// the views declared in YAML need: the tenant, the dedup and validate stages, and
 // the views user_purchases_7d and sku_units_1d, whose functions the
 // loader adds.
 func declaredShopManifests(t testing.TB) string {
 	t.Helper()
 	dir := testenv.ShopManifests(t)
-	for _, f := range []string{"views/user_activity.yaml", "views/product_sales.yaml", "functions/user-activity.yaml", "functions/purchases.yaml", "functions/product-sales.yaml"} {
+	for _, f := range []string{"views/user_activity.yaml", "views/product_sales.yaml", "views/sku_refunds.yaml", "views/sku_page_views_before.yaml",
+		"functions/user-activity.yaml", "functions/purchases.yaml", "functions/product-sales.yaml", "functions/orders.yaml", "functions/sku-refunds.yaml", "functions/enrich-purchases.yaml"} {
 		if err := os.Remove(filepath.Join(dir, f)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pipeline := "kind: Pipeline\nname: shop\nfunctions:\n  - config: functions/validate.yaml\n    binary: github.com/foldline/foldline/functions/shop/validate/cmd\n"
+	// dedup and validate: the valid events the two windowed views read.
+	pipeline := "kind: Pipeline\nname: shop\nfunctions:\n" +
+		"  - config: functions/dedup.yaml\n    binary: github.com/foldline/foldline/functions/dedup/cmd\n    stateful: true\n" +
+		"  - config: functions/validate.yaml\n    binary: github.com/foldline/foldline/functions/shop/validate/cmd\n"
 	if err := os.WriteFile(filepath.Join(dir, "pipeline.yaml"), []byte(pipeline), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +53,7 @@ func declaredShopManifests(t testing.TB) string {
 // reader.GetAt at the present, with an independent fold by event time
 // (shopfold.UserPurchasesAt, SKUUnitsAt). Then a third view is added the
 // way a data scientist adds a feature — one YAML file, read by a backfill
-// — straight from the raw ledger, malformed lines included: its windows
+// — from the ledger's distinct events, malformed lines included: its windows
 // equal a fold of the lines it keeps, and each line it cannot read is in
 // its dead-letter topic with the reason.
 func TestDeclaredViewsFoldByEventTime(t *testing.T) {
@@ -151,14 +155,16 @@ func TestDeclaredViewsFoldByEventTime(t *testing.T) {
 		len(carts), len(dead), dead[0].line, dead[0].reason)
 }
 
-// userCarts is a view declared straight from the raw ledger, malformed
-// lines included, which a backfill adds.
+// userCarts is a view declared from the ledger's distinct events (the
+// dedup stage's output, which only the dedup stage may stand between: the
+// tenant's events have ids), malformed lines included, which a backfill
+// adds.
 const userCarts = `kind: View
 name: user_carts_1d
-description: Units each user put in carts over the last day, from the raw ledger.
+description: Units each user put in carts over the last day, from the ledger's distinct events.
 hop: 1h
 from:
-  input: persistent://shop/ledger/events
+  input: persistent://shop/pipeline/distinct
   filter: {type: add_to_cart}
   key: user
   sample: samples/shop-events.jsonl
