@@ -347,7 +347,7 @@ func checkOriginForms(t *testing.T, opts deploy.Options, tenant string) {
 		}
 		return conf.UserConfig[pf.UserConfigOriginProperty]
 	}
-	names := []string{"dedup", "validate", "user-activity", "purchases", "product-sales", "orders", "sku-refunds", "user_activity_v1-sink", "product_sales_v1-sink", "sku_refunds_v1-sink"}
+	names := []string{"dedup", "validate", "user-activity", "purchases", "product-sales", "orders", "sku-refunds", "enrich-purchases", "user_activity_v1-sink", "product_sales_v1-sink", "sku_refunds_v1-sink"}
 	for _, name := range names {
 		if got := form(name); got != "single" {
 			t.Errorf("%s deployed with %s %v, want single", name, pf.UserConfigOriginProperty, got)

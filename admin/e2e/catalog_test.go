@@ -23,8 +23,8 @@ func TestViewCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 5 {
-		t.Fatalf("views: %+v, want the shop's 5", list)
+	if len(list) != 6 {
+		t.Fatalf("views: %+v, want the shop's 6", list)
 	}
 	for _, v := range list {
 		if v.Description == "" || v.Owner == "" || len(v.Key) != 1 || len(v.Columns) == 0 || v.Columns[0].Type != "bigint" || v.Columns[0].Description == "" {
@@ -32,12 +32,13 @@ func TestViewCatalog(t *testing.T) {
 		}
 	}
 	for word, want := range map[string][]string{
-		"MERCHANDISING": {"product_sales", "sku_refunds", "sku_units_1d"}, // owner, any case
-		"churn":         {"user_activity", "user_purchases_7d"},           // description
-		"last_url":      {"user_activity"},                                // a column
-		"windowed":      {"sku_units_1d", "user_purchases_7d"},            // a tag
-		"cents":         {"product_sales", "sku_refunds", "user_activity", "user_purchases_7d"},
-		"no-such-thing": nil,
+		"MERCHANDISING":     {"product_sales", "sku_page_views_before", "sku_refunds", "sku_units_1d"}, // owner, any case
+		"churn":             {"user_activity", "user_purchases_7d"},                                    // description
+		"last_url":          {"user_activity"},                                                         // a column
+		"page_views_before": {"sku_page_views_before"},                                                 // a column
+		"windowed":          {"sku_units_1d", "user_purchases_7d"},                                     // a tag
+		"cents":             {"product_sales", "sku_refunds", "user_activity", "user_purchases_7d"},
+		"no-such-thing":     nil,
 	} {
 		search := opts
 		search.Search = word

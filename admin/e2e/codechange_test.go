@@ -133,7 +133,7 @@ func TestDeployBackfillsEveryViewACodeChangeConcerns(t *testing.T) {
 	// the other views too, which would only lengthen the test.
 	goViews := func() string {
 		dir := testenv.ShopManifests(t)
-		dropFromShop(t, dir, []string{"sku_refunds", "user_purchases_7d", "sku_units_1d"}, []string{"orders", "sku-refunds"})
+		dropFromShop(t, dir, []string{"sku_refunds", "user_purchases_7d", "sku_units_1d", "sku_page_views_before"}, []string{"orders", "sku-refunds", "enrich-purchases"})
 		return dir
 	}
 	s := deployShopFrom(t, "codebf", goViews())

@@ -31,7 +31,8 @@ import (
 func declaredShopManifests(t testing.TB) string {
 	t.Helper()
 	dir := testenv.ShopManifests(t)
-	dropFromShop(t, dir, []string{"user_activity", "product_sales", "sku_refunds"}, []string{"user-activity", "purchases", "product-sales", "orders", "sku-refunds"})
+	dropFromShop(t, dir, []string{"user_activity", "product_sales", "sku_refunds", "sku_page_views_before"},
+		[]string{"user-activity", "purchases", "product-sales", "orders", "sku-refunds", "enrich-purchases"})
 	return dir
 }
 

@@ -42,9 +42,10 @@ type shop struct {
 	// windowed is set when the deployed manifests declare the shop's
 	// windowed views, which waitForResult then compares too.
 	windowed bool
-	// joined is set when they declare the sku_refunds view, which
-	// waitForResult then compares too.
-	joined bool
+	// joined is set when they declare the sku_refunds view, enriched when
+	// they declare sku_page_views_before: waitForResult then compares them
+	// too.
+	joined, enriched bool
 }
 
 // deployShop deploys the frozen copy of the shop manifests
@@ -86,16 +87,19 @@ func deployShopFrom(t testing.TB, name, dir string) *shop {
 	if err != nil {
 		t.Fatal(err)
 	}
-	windowed, joined := 0, false
+	windowed, joined, enriched := 0, false, false
 	for _, v := range set.Views {
 		switch v.Name {
 		case "user_purchases_7d", "sku_units_1d":
 			windowed++
 		case "sku_refunds":
 			joined = true
+		case "sku_page_views_before":
+			enriched = true
 		}
 	}
-	return &shop{svc: svc, tenant: tenant, keyspace: manifest.KeyspaceFor(tenant), opts: opts, session: session, windowed: windowed == 2, joined: joined}
+	return &shop{svc: svc, tenant: tenant, keyspace: manifest.KeyspaceFor(tenant), opts: opts, session: session,
+		windowed: windowed == 2, joined: joined, enriched: enriched}
 }
 
 // cassandraSession logs in to Cassandra with svc's credentials; the session
@@ -239,6 +243,9 @@ func (s *shop) views(t testing.TB) (shopfold.Result, error) {
 	if r.SkuRefunds, err = s.skuRefunds(); err != nil {
 		return r, err
 	}
+	if r.SkuPageViewsBefore, err = s.skuPageViewsBefore(); err != nil {
+		return r, err
+	}
 	iter := s.session.Query(`SELECT sku, units, revenue_cents, orders, fl_deleted FROM ` + s.keyspace + `.` + productSales).Iter()
 	var (
 		key     string
@@ -272,14 +279,49 @@ func (s *shop) skuRefunds() (map[string]shopfold.SkuRefundsRow, error) {
 // skuRefundsIn reads a table of the sku_refunds view (the active one, or a
 // replay's snapshot) in the fold's shape, skipping deleted rows.
 func (s *shop) skuRefundsIn(table string) (map[string]shopfold.SkuRefundsRow, error) {
+	pairs, err := s.skuPairs(table, "refunds", "refunded_cents")
+	if err != nil {
+		return nil, err
+	}
 	rows := map[string]shopfold.SkuRefundsRow{}
-	iter := s.session.Query(`SELECT sku, refunds, refunded_cents, fl_deleted FROM ` + s.keyspace + `.` + table).Iter()
+	for sku, p := range pairs {
+		rows[sku] = shopfold.SkuRefundsRow{Refunds: p[0], RefundedCents: p[1]}
+	}
+	return rows, nil
+}
+
+// skuPageViewsBefore reads the sku_page_views_before view's active table in
+// the fold's shape; a tenant deployed without the view has none (nil).
+func (s *shop) skuPageViewsBefore() (map[string]shopfold.SkuPageViewsBeforeRow, error) {
+	if !s.enriched {
+		return nil, nil // a test's manifests without it: nothing to compare
+	}
+	table, err := s.activeTable("sku_page_views_before")
+	if err != nil {
+		return nil, err
+	}
+	pairs, err := s.skuPairs(table, "purchases", "page_views_before")
+	if err != nil {
+		return nil, err
+	}
+	rows := map[string]shopfold.SkuPageViewsBeforeRow{}
+	for sku, p := range pairs {
+		rows[sku] = shopfold.SkuPageViewsBeforeRow{Purchases: p[0], PageViewsBefore: p[1]}
+	}
+	return rows, nil
+}
+
+// skuPairs reads a table of a view keyed by sku with two bigint columns a
+// and b, skipping deleted rows (a null reads as 0).
+func (s *shop) skuPairs(table, a, b string) (map[string][2]int64, error) {
+	rows := map[string][2]int64{}
+	iter := s.session.Query(`SELECT sku, ` + a + `, ` + b + `, fl_deleted FROM ` + s.keyspace + `.` + table).Iter()
 	var (
 		key     string
-		row     shopfold.SkuRefundsRow
+		row     [2]int64
 		deleted bool
 	)
-	for iter.Scan(&key, &row.Refunds, &row.RefundedCents, &deleted) {
+	for iter.Scan(&key, &row[0], &row[1], &deleted) {
 		if !deleted {
 			rows[key] = row
 		}
@@ -341,6 +383,9 @@ func diff(got, want shopfold.Result) string {
 	diffRows("product_sales", got.ProductSales, want.ProductSales, add)
 	if got.SkuRefunds != nil { // a tenant without the view has nil
 		diffRows("sku_refunds", got.SkuRefunds, want.SkuRefunds, add)
+	}
+	if got.SkuPageViewsBefore != nil { // the same
+		diffRows("sku_page_views_before", got.SkuPageViewsBefore, want.SkuPageViewsBefore, add)
 	}
 	return strings.Join(out, "\n")
 }
@@ -414,7 +459,8 @@ func (s *shop) waitForResult(t testing.TB, want shopfold.Result, timeout time.Du
 				last = s.windowsDiff(t)
 			}
 			if last == "" {
-				t.Logf("views equal the fold of %d ledger events: %d users, %d skus sold, %d skus refunded (windowed views compared: %v)", len(s.ledger), len(want.UserActivity), len(want.ProductSales), len(want.SkuRefunds), s.windowed)
+				t.Logf("views equal the fold of %d ledger events: %d users, %d skus sold, %d skus refunded, %d skus with page views before (compared: sku_refunds %v, sku_page_views_before %v, windowed views %v)",
+					len(s.ledger), len(want.UserActivity), len(want.ProductSales), len(want.SkuRefunds), len(want.SkuPageViewsBefore), s.joined, s.enriched, s.windowed)
 				return
 			}
 		} else {

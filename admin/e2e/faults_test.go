@@ -27,6 +27,7 @@ var sinks = []struct{ name, input string }{
 	{"user_purchases_7d_v1-sink", "user_purchases_7d-ops"},
 	{"sku_units_1d_v1-sink", "sku_units_1d-ops"},
 	{"sku_refunds_v1-sink", "sku-refunds-ops"},
+	{"sku_page_views_before_v1-sink", "sku_page_views_before-ops"},
 }
 
 // kill sends SIGKILL to every instance of each function and waits until

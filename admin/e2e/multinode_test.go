@@ -109,7 +109,7 @@ func TestMultiNodeViewsSurviveANodeRestart(t *testing.T) {
 // the sinks: the stateful transformations, whose keyed state lives in the
 // tenant's keyspace (dedup reads the ledger first, so every event waits for
 // it).
-var cassandraBound = []string{"dedup", "sku-refunds"}
+var cassandraBound = []string{"dedup", "sku-refunds", "enrich-purchases"}
 
 // checkSinksStalled waits until the stateless transformations, which need
 // no Cassandra, have passed on every event they were given, and checks that

@@ -16,7 +16,7 @@ import (
 
 // partitionedStages are the shop's stages as PartitionedShopManifests
 // deploys them, every one with partitionCount instances.
-var partitionedStages = []string{"dedup", "validate", "user-activity", "purchases", "product-sales", "user_activity_v1-sink", "product_sales_v1-sink", "orders", "sku-refunds", "sku_refunds_v1-sink"}
+var partitionedStages = []string{"dedup", "validate", "user-activity", "purchases", "product-sales", "user_activity_v1-sink", "product_sales_v1-sink", "orders", "sku-refunds", "sku_refunds_v1-sink", "enrich-purchases"}
 
 const partitionCount = 4
 
@@ -88,6 +88,19 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	} else if res.Diff == nil || !res.Diff.Identical() || res.Diff.NewRows == 0 {
 		t.Fatalf("fused diff %+v, want identical non-empty tables", res.Diff)
 	}
+	// The enrichment's path copied whole: dedup's and enrich-purchases'
+	// states rebuilt from the partitioned ledger in tables of their own,
+	// the declared view's function and sink, into an identical table.
+	enriched := s.backfillOptions("sku_page_views_before", s.opts.Dir)
+	enriched.RequireIdentical = true
+	enriched.CopyAll = true
+	enrichedRes, err := backfill.Run(t.Context(), enriched, false)
+	if err != nil {
+		t.Fatalf("backfilling sku_page_views_before: %v", err)
+	}
+	if enrichedRes.Diff == nil || !enrichedRes.Diff.Identical() || enrichedRes.Diff.NewRows == 0 {
+		t.Fatalf("sku_page_views_before diff %+v, want identical non-empty tables", enrichedRes.Diff)
+	}
 	s.ingest(t, generate(t, 1000, 16))
 	s.waitForFold(t, 3*time.Minute)
 
@@ -102,6 +115,7 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	stages[3], stages[4], stages[6] = "purchases"+suffix, "product-sales"+suffix, res.Table+"-sink"
 	uaSuffix := manifest.ForkSuffix("user_activity_v2")
 	stages[0], stages[1], stages[2], stages[5] = "dedup"+uaSuffix, "validate"+uaSuffix, "user-activity"+uaSuffix, "user_activity_v2-sink"
+	stages[10] = "enrich-purchases" + manifest.ForkSuffix(enrichedRes.Table)
 	for _, name := range stages {
 		stats, err := pulsar.Functions.GetFunctionStatsWithContext(t.Context(), s.tenant, pipelineNS, name)
 		if err != nil {
@@ -118,7 +132,7 @@ func TestPartitionedShopSurvivesKilledInstances(t *testing.T) {
 	}
 	// Every partition of every pipeline topic got events: the ledger's
 	// split by key carried through the stages, routed by origin.
-	for _, topic := range []string{"distinct", "valid", "purchases", "user-activity-ops", "orders", "sku-refunds-ops", "product-sales-ops", "purchases" + suffix, "product-sales-ops" + suffix} {
+	for _, topic := range []string{"distinct", "valid", "purchases", "user-activity-ops", "orders", "sku-refunds-ops", "product-sales-ops", "purchases" + suffix, "product-sales-ops" + suffix, "enriched-purchases" + manifest.ForkSuffix(enrichedRes.Table)} {
 		full := "persistent://" + s.tenant + "/" + pipelineNS + "/" + topic
 		for p := range partitionCount {
 			n, err := pulsarx.Entries(t.Context(), pulsar, partitionName(full, p))

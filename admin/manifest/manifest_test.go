@@ -90,6 +90,7 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 			// Reported with its consequences: the DAG is checked too, so the
 			// stages that read the old topic learn that nothing writes it.
 			want: []wantProblem{
+				{"functions/enrich-purchases.yaml", "- persistent://shop/pipeline/valid", "inputs[0]", "nothing writes persistent://shop/pipeline/valid"},
 				{"functions/orders.yaml", "- persistent://shop/pipeline/valid", "inputs[0]", "nothing writes persistent://shop/pipeline/valid"},
 				{"functions/purchases.yaml", "- persistent://shop/pipeline/valid", "inputs[0]", "nothing writes persistent://shop/pipeline/valid"},
 				{"functions/user-activity.yaml", "- persistent://shop/pipeline/valid", "inputs[0]", "nothing writes persistent://shop/pipeline/valid"},
@@ -296,8 +297,8 @@ func TestGraphOrdersUpstreamFirst(t *testing.T) {
 	for i, st := range graph.Order {
 		position[st] = i
 	}
-	if len(graph.Order) != 14 {
-		t.Fatalf("%d stages, want the 7 functions, the 2 declared views' functions and 5 sinks", len(graph.Order))
+	if len(graph.Order) != 17 {
+		t.Fatalf("%d stages, want the 8 functions, the 3 declared views' functions and 6 sinks", len(graph.Order))
 	}
 	for _, st := range graph.Order {
 		for _, up := range graph.Upstream(st) {
@@ -370,7 +371,7 @@ func TestPartitionedDAGIsExact(t *testing.T) {
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	byOrigin := map[string]bool{"dedup": true, "validate": true, "purchases": true, "orders": true}
+	byOrigin := map[string]bool{"dedup": true, "validate": true, "purchases": true, "orders": true, "enrich-purchases": true}
 	for _, st := range graph.Order {
 		if st.Function != nil && st.Function.Declared != nil {
 			continue // a declared view's function runs 1 instance, into a topic of 1 partition

@@ -53,6 +53,7 @@ func TestLoadRefusesConsistencyThatCannotBeExact(t *testing.T) {
 				{"views/user_purchases_7d.yaml", "    consistency: LOCAL_QUORUM", "    consistency: QUORUM\n    replication: {class: NetworkTopologyStrategy, dc1: \"2\", dc2: \"2\"}"},
 				{"views/sku_units_1d.yaml", "    consistency: LOCAL_QUORUM", "    consistency: QUORUM\n    replication: {class: NetworkTopologyStrategy, dc1: \"2\", dc2: \"2\"}"},
 				{"views/sku_refunds.yaml", "    consistency: LOCAL_QUORUM", "    consistency: QUORUM\n    replication: {class: NetworkTopologyStrategy, dc1: \"2\", dc2: \"2\"}"},
+				{"views/sku_page_views_before.yaml", "    consistency: LOCAL_QUORUM", "    consistency: QUORUM\n    replication: {class: NetworkTopologyStrategy, dc1: \"2\", dc2: \"2\"}"},
 			},
 			want: []wantProblem{{ua, "consistency: LOCAL_QUORUM", "sink.userConfig.consistency", "replicas in 2 data centres"}},
 		},

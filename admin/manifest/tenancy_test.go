@@ -77,7 +77,8 @@ func TestLoadRefusesOtherTenantsTopicsAndKeyspaces(t *testing.T) {
 			name: "another tenant's keyspace",
 			edits: []edit{{"tenant.yaml", "keyspace: shop", "keyspace: other"},
 				{"views/user_activity.yaml", "keyspace: shop", ""}, {"views/product_sales.yaml", "keyspace: shop", ""},
-				{"views/user_purchases_7d.yaml", "keyspace: shop", ""}, {"views/sku_units_1d.yaml", "keyspace: shop", ""}, {"views/sku_refunds.yaml", "keyspace: shop", ""}},
+				{"views/user_purchases_7d.yaml", "keyspace: shop", ""}, {"views/sku_units_1d.yaml", "keyspace: shop", ""}, {"views/sku_refunds.yaml", "keyspace: shop", ""},
+				{"views/sku_page_views_before.yaml", "keyspace: shop", ""}},
 			want: []wantProblem{{"tenant.yaml", "keyspace: other", "keyspace", `"other": tenant shop's keyspace is shop`}},
 		},
 		{

@@ -12,7 +12,8 @@
 //
 //		ledger ──► dedup ──► distinct ──► validate ──► valid ──┬──► user-activity ──► view user_activity
 //		                                                       ├──► purchases ──► purchases ──► product-sales ──► view product_sales
-//		                                                       └──► orders ──► orders ──► sku-refunds ──► view sku_refunds
+//		                                                       ├──► orders ──► orders ──► sku-refunds ──► view sku_refunds
+//		                                                       └──► enrich-purchases ──► enriched-purchases ──► view sku_page_views_before (declared)
 //
 //	  - dedup (functions/dedup, the tenant's eventId is id): each event once
 //	    per user and id, whoever published it how often.
@@ -27,6 +28,10 @@
 //	    order's purchase); one view operation per refund on sku_refunds, on
 //	    the row of its order's sku as of the refund; a refund of an order no
 //	    purchase precedes goes to the dead-letter topic with the reason.
+//	  - enrich-purchases: stateful, keyed by user (its state: the user's page
+//	    views so far); each purchase goes on, re-keyed by sku, with
+//	    page_views_before, its user's page views before it in the ledger.
+//	    The view sku_page_views_before is declared in YAML over them.
 //
 // View user_activity, key column user text:
 //
@@ -53,6 +58,10 @@
 //
 // View sku_refunds, key column sku text: refunds (add, 1 per refund) and
 // refunded_cents (add, amount_cents per refund), see package skurefunds.
+//
+// View sku_page_views_before, key column sku text: purchases (count) and
+// page_views_before (sum of each purchase's page_views_before), see
+// package enrichpurchases; the average is page_views_before / purchases.
 //
 // Every view's value after any number of events equals a plain fold of the
 // ledger in ledger order; internal/shopfold is that fold, and this package's

@@ -3,16 +3,23 @@ package shop_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/foldline/foldline/admin/gen"
+	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/declared"
 	"github.com/foldline/foldline/functions/envelope"
 	"github.com/foldline/foldline/functions/keyed"
+	"github.com/foldline/foldline/functions/shop/enrichpurchases"
 	"github.com/foldline/foldline/functions/shop/orders"
 	"github.com/foldline/foldline/functions/shop/productsales"
 	"github.com/foldline/foldline/functions/shop/purchases"
@@ -22,14 +29,18 @@ import (
 	"github.com/foldline/foldline/functions/transform"
 	"github.com/foldline/foldline/functions/transform/memview"
 	"github.com/foldline/foldline/internal/shopfold"
+	"github.com/foldline/foldline/internal/testenv"
 )
 
 const ledger = "persistent://shop/ledger/events-partition-0"
 
 // pipeline runs the shop DAG in memory, in ledger order: validate →
-// user-activity, validate → purchases → product-sales, and validate →
-// orders → sku-refunds (stateful: its orders' states in memory), applying
-// the view operations with the reference merge semantics.
+// user-activity, validate → purchases → product-sales, validate →
+// orders → sku-refunds (stateful: its orders' states in memory), and
+// validate → enrich-purchases (stateful: its users' page views) → the
+// declared view sku_page_views_before (its program compiled from the
+// shipped manifest), applying the view operations with the reference
+// merge semantics.
 type pipeline struct {
 	t        *testing.T
 	views    *memview.Views
@@ -38,11 +49,48 @@ type pipeline struct {
 	// rejected as refunds of an order with no purchase.
 	refunds       *keyed.Store
 	unknownOrders []int
+	// users keeps enrich-purchases' states; enriched lists its outputs.
+	users       *keyed.Store
+	enriched    []enrichpurchases.Purchase
+	pageViewsBy *declared.Program
 }
 
 func newPipeline(t *testing.T) *pipeline {
 	return &pipeline{t: t, views: memview.New(),
-		refunds: keyed.New(keyed.NewMemory(), skurefunds.Transformation.StateCodec(), keyed.Options{Inline: true, CacheKeys: keyed.Unlimited})}
+		refunds:     keyed.New(keyed.NewMemory(), skurefunds.Transformation.StateCodec(), keyed.Options{Inline: true, CacheKeys: keyed.Unlimited}),
+		users:       keyed.New(keyed.NewMemory(), enrichpurchases.Transformation.StateCodec(), keyed.Options{Inline: true, CacheKeys: keyed.Unlimited}),
+		pageViewsBy: declaredProgram(t, "sku_page_views_before"),
+	}
+}
+
+// declaredProgram compiles the declared view of the shipped shop manifests
+// (manifests/) as the loader hands it to its function.
+func declaredProgram(t *testing.T, view string) *declared.Program {
+	t.Helper()
+	set, err := manifest.Load(filepath.Join(testenv.RepoRoot(), "manifests"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range set.Functions {
+		if f.Declared != nil && f.Declared.Name == view {
+			program, err := declared.FromUserConfig(f.Config.UserConfig)
+			if err != nil {
+				t.Fatalf("compiling declared view %s: %v", view, err)
+			}
+			return program
+		}
+	}
+	t.Fatalf("the shop manifests declare no view %s", view)
+	return nil
+}
+
+// enrich runs enrich-purchases over a valid event, returning its records.
+func enrich(store *keyed.Store, in transform.Record) ([]transform.Record, error) {
+	recs, txn, err := enrichpurchases.Transformation.ProcessKeyed(context.Background(), store, next(in))
+	if txn != nil {
+		txn.Settle(func(error) {})
+	}
+	return recs, err
 }
 
 func (p *pipeline) feed(n int, line []byte) {
@@ -82,6 +130,18 @@ func (p *pipeline) feed(n int, line []byte) {
 				p.t.Fatalf("line %d: sku-refunds: %v", n+1, err)
 			}
 			p.apply(n, recs, origin)
+		}
+		enriched, err := enrich(p.users, v)
+		if err != nil {
+			p.t.Fatalf("line %d: enrich-purchases: %v", n+1, err)
+		}
+		for _, e := range enriched {
+			var purchase enrichpurchases.Purchase
+			if err := json.Unmarshal(e.Payload, &purchase); err != nil {
+				p.t.Fatalf("line %d: enriched purchase %s: %v", n+1, e.Payload, err)
+			}
+			p.enriched = append(p.enriched, purchase)
+			p.toView(n, p.pageViewsBy.Transformation(), e, origin)
 		}
 	}
 }
@@ -142,14 +202,14 @@ func TestPipelineEqualsIndependentFold(t *testing.T) {
 				p.feed(n, line)
 				_ = fold.Add(line) // rejections are listed in the result
 				if slices.Contains(checkpoints, n+1) {
-					compare(t, n+1, p, fold.Result())
+					compare(t, n+1, p, fold.Result(), fold.Purchases())
 				}
 			}
 		})
 	}
 }
 
-func compare(t *testing.T, after int, p *pipeline, want shopfold.Result) {
+func compare(t *testing.T, after int, p *pipeline, want shopfold.Result, purchases []shopfold.Purchase) {
 	t.Helper()
 	if !slices.Equal(p.rejected, want.Rejected) {
 		t.Errorf("after %d lines: validate rejected %d lines, the fold %d; first difference: %v",
@@ -160,6 +220,17 @@ func compare(t *testing.T, after int, p *pipeline, want shopfold.Result) {
 	diff(t, fmt.Sprintf("after %d lines: user_activity", after), users, want.UserActivity)
 	diff(t, fmt.Sprintf("after %d lines: product_sales", after), products, want.ProductSales)
 	diff(t, fmt.Sprintf("after %d lines: sku_refunds", after), skuRefunds(t, p.views), want.SkuRefunds)
+	diff(t, fmt.Sprintf("after %d lines: sku_page_views_before", after), skuPageViewsBefore(t, p.views), want.SkuPageViewsBefore)
+	if len(p.enriched) != len(purchases) {
+		t.Errorf("after %d lines: %d enriched purchases, the fold %d purchases", after, len(p.enriched), len(purchases))
+	}
+	for i := range min(len(p.enriched), len(purchases)) {
+		e, w := p.enriched[i], purchases[i]
+		if e.User != w.User || e.SKU != w.SKU || e.Qty != w.Qty || e.PriceCents != w.PriceCents || !e.Time.Equal(w.Time) || e.PageViewsBefore != w.PageViewsBefore {
+			t.Errorf("after %d lines: enriched purchase %d = %+v, the fold's purchase %+v", after, i, e, w)
+			break
+		}
+	}
 	if !slices.Equal(p.unknownOrders, want.UnknownOrders) {
 		t.Errorf("after %d lines: sku-refunds rejected lines %v as refunds of unknown orders, the fold %v", after, p.unknownOrders, want.UnknownOrders)
 	}
@@ -239,6 +310,16 @@ func skuRefunds(t *testing.T, views *memview.Views) map[string]shopfold.SkuRefun
 	return out
 }
 
+func skuPageViewsBefore(t *testing.T, views *memview.Views) map[string]shopfold.SkuPageViewsBeforeRow {
+	t.Helper()
+	out := map[string]shopfold.SkuPageViewsBeforeRow{}
+	for _, r := range views.Rows("sku_page_views_before") {
+		c := columns{t: t, row: r}
+		out[c.key("sku")] = shopfold.SkuPageViewsBeforeRow{Purchases: c.int("purchases"), PageViewsBefore: c.int("page_views_before")}
+	}
+	return out
+}
+
 func productSales(t *testing.T, views *memview.Views) map[string]shopfold.ProductSalesRow {
 	t.Helper()
 	out := map[string]shopfold.ProductSalesRow{}
@@ -295,4 +376,54 @@ func (c columns) time(col string) time.Time {
 		c.t.Fatalf("column %s = %q: %v", col, s, err)
 	}
 	return at.UTC()
+}
+
+var update = flag.Bool("update", false, "rewrite manifests/samples/enriched-purchases.jsonl from the stage's output")
+
+// TestEnrichedSampleIsTheStagesOutput checks that the sample events of the
+// declared view sku_page_views_before, which lint reads its fields from,
+// are what enrich-purchases makes of the shop's sample events (go test
+// -run TestEnrichedSample -update rewrites them; copy them to the frozen
+// manifests in internal/testenv/testdata too).
+func TestEnrichedSampleIsTheStagesOutput(t *testing.T) {
+	dir := filepath.Join(testenv.RepoRoot(), "manifests", "samples")
+	events, err := os.ReadFile(filepath.Join(dir, "shop-events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := keyed.New(keyed.NewMemory(), enrichpurchases.Transformation.StateCodec(), keyed.Options{Inline: true, CacheKeys: keyed.Unlimited})
+	var out bytes.Buffer
+	for n, line := range bytes.Split(bytes.TrimSuffix(events, []byte("\n")), []byte("\n")) {
+		origin := envelope.Origin{Topic: ledger, Position: envelope.Position{Ledger: 1, Entry: int64(n)}}
+		valid, err := validate.Transformation.Process(transform.Message{Payload: line, Origin: origin})
+		if err != nil {
+			continue // the view's sample holds what reaches enrich-purchases
+		}
+		for _, v := range valid {
+			recs, err := enrich(store, v)
+			if err != nil {
+				t.Fatalf("line %d: enrich-purchases: %v", n+1, err)
+			}
+			for _, r := range recs {
+				out.Write(r.Payload)
+				out.WriteByte('\n')
+			}
+		}
+	}
+	path := filepath.Join(dir, "enriched-purchases.jsonl")
+	if *update {
+		if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sample, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sample, out.Bytes()) {
+		t.Errorf("%s is not what enrich-purchases makes of shop-events.jsonl: run go test ./functions/shop -run TestEnrichedSample -update", path)
+	}
+	if out.Len() == 0 {
+		t.Error("the shop's sample events hold no purchase")
+	}
 }

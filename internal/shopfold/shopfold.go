@@ -1,8 +1,10 @@
 // Package shopfold folds raw shop events (JSON lines, in ledger order)
 // straight into the rows that the shop views must hold: user_activity,
-// product_sales, and sku_refunds (each valid refund against the sku of its
+// product_sales, sku_refunds (each valid refund against the sku of its
 // order's last valid purchase before it in the ledger; a refund of an order
-// with none is not counted, and listed). It is the
+// with none is not counted, and listed), and sku_page_views_before (each
+// valid purchase with the valid page views of its user before it in the
+// ledger). It is the
 // independent side of every check of the shop pipeline: it shares no code
 // with the transformations, the event parser or the merge rules, and does
 // its own validation from the rules in the shop package's documentation, so
@@ -48,6 +50,14 @@ type SkuRefundsRow struct {
 	RefundedCents int64
 }
 
+// SkuPageViewsBeforeRow is a row of view sku_page_views_before: the
+// purchases of a sku and, summed over them, the page views each purchase's
+// user had made before it.
+type SkuPageViewsBeforeRow struct {
+	Purchases       int64
+	PageViewsBefore int64
+}
+
 // Result is the state of the views after the lines folded so far.
 type Result struct {
 	// UserActivity is view user_activity by user.
@@ -57,6 +67,8 @@ type Result struct {
 	// SkuRefunds is view sku_refunds by sku: each valid refund counts
 	// against the sku of the last valid purchase of its order before it.
 	SkuRefunds map[string]SkuRefundsRow
+	// SkuPageViewsBefore is view sku_page_views_before by sku.
+	SkuPageViewsBefore map[string]SkuPageViewsBeforeRow
 	// UnknownOrders lists the 0-based numbers of the valid refunds whose
 	// order no valid purchase preceded, in order: sku_refunds has none of
 	// them.
@@ -103,6 +115,8 @@ func NewFolder() *Folder {
 		UserActivity: map[string]UserActivityRow{},
 		ProductSales: map[string]ProductSalesRow{},
 		SkuRefunds:   map[string]SkuRefundsRow{},
+
+		SkuPageViewsBefore: map[string]SkuPageViewsBeforeRow{},
 	}, skuOf: map[string]string{}}
 }
 
@@ -238,9 +252,15 @@ func (f *Folder) add(line []byte) error {
 		order := v.str("order")
 		sku, qty, price := v.str("sku"), v.count("qty", maxQty), v.count("price_cents", maxPriceCents)
 		apply = func() {
-			f.purchases = append(f.purchases, Purchase{User: user, SKU: sku, Qty: qty, PriceCents: price, Time: at})
-			f.skuOf[order] = sku
 			r := f.res.UserActivity[user]
+			// r.PageViews: the user's valid page views before this
+			// purchase, in ledger order.
+			f.purchases = append(f.purchases, Purchase{User: user, SKU: sku, Qty: qty, PriceCents: price, Time: at, PageViewsBefore: r.PageViews})
+			f.skuOf[order] = sku
+			b := f.res.SkuPageViewsBefore[sku]
+			b.Purchases++
+			b.PageViewsBefore += r.PageViews
+			f.res.SkuPageViewsBefore[sku] = b
 			r.Purchases++
 			r.SpentCents += qty * price
 			f.res.UserActivity[user] = seen(r, at)

@@ -165,3 +165,35 @@ func TestFoldSkuRefunds(t *testing.T) {
 		t.Errorf("unknown orders at lines %v, want [0 6] (before its purchase; after an invalid one)", got.UnknownOrders)
 	}
 }
+
+// TestFoldSkuPageViewsBefore checks the enrichment: each valid purchase
+// with the valid page views of its user before it in the ledger (another
+// user's, a later one, an invalid one and a duplicate do not count).
+func TestFoldSkuPageViewsBefore(t *testing.T) {
+	folder := shopfold.NewDistinctFolder()
+	for _, l := range lines(`
+		{"id":"e-1","type":"page_view","user":"u1","time":"2026-11-01T00:00:00Z","url":"/a"}
+		{"id":"e-1","type":"page_view","user":"u1","time":"2026-11-01T00:00:00Z","url":"/a"}
+		{"id":"e-2","type":"page_view","user":"u1","time":"2026-11-01T00:00:01Z"}
+		{"id":"e-3","type":"page_view","user":"u2","time":"2026-11-01T00:00:02Z","url":"/b"}
+		{"id":"e-4","type":"purchase","user":"u1","time":"2026-11-01T00:00:03Z","order":"o-1","sku":"a","qty":1,"price_cents":10}
+		{"id":"e-5","type":"page_view","user":"u1","time":"2026-10-01T00:00:00Z","url":"/c"}
+		{"id":"e-6","type":"purchase","user":"u1","time":"2026-11-01T00:00:05Z","order":"o-2","sku":"a","qty":1,"price_cents":10}
+		{"id":"e-7","type":"purchase","user":"u3","time":"2026-11-01T00:00:06Z","order":"o-3","sku":"b","qty":1,"price_cents":10}
+		{"id":"e-8","type":"purchase","user":"u2","time":"2026-11-01T00:00:07Z","order":"o-4","sku":"b","qty":-1,"price_cents":10}
+	`) {
+		_ = folder.Add(l)
+	}
+	got := folder.Result().SkuPageViewsBefore
+	want := map[string]shopfold.SkuPageViewsBeforeRow{"a": {Purchases: 2, PageViewsBefore: 1 + 2}, "b": {Purchases: 1}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sku_page_views_before %+v, want %+v", got, want)
+	}
+	var before []int64
+	for _, p := range folder.Purchases() {
+		before = append(before, p.PageViewsBefore)
+	}
+	if !reflect.DeepEqual(before, []int64{1, 2, 0}) {
+		t.Errorf("the purchases' page views before %v, want [1 2 0]", before)
+	}
+}

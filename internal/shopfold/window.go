@@ -15,6 +15,9 @@ type Purchase struct {
 	User, SKU       string
 	Qty, PriceCents int64
 	Time            time.Time
+	// PageViewsBefore counts the valid page views of User before the
+	// purchase in the ledger (what enrich-purchases adds to it).
+	PageViewsBefore int64
 }
 
 // UserPurchasesRow is a row of view user_purchases_7d as of a time; a

@@ -34,7 +34,7 @@ func ShopManifests(t testing.TB) string {
 // PartitionedShopManifests returns a copy of the shop's manifests laid out
 // to scale out: a ledger of n partitions, every pipeline topic with n
 // partitions, every function n instances on failover subscriptions (one
-// active instance per partition; the stateful dedup without a cache of
+// active instance per partition; the stateful stages without a cache of
 // settled keys), every sink n instances on key_shared
 // subscriptions of operations batched by key, with its row cache off.
 // foldline lint accepts it as exact.
@@ -58,18 +58,18 @@ func PartitionedShopManifests(t testing.TB, n int) string {
 	edit("tenant.yaml", "    partitions: 0", fmt.Sprintf("    partitions: %d", n))
 	var topics strings.Builder
 	topics.WriteString("topics:\n")
-	for _, topic := range []string{"distinct", "valid", "purchases", "user-activity-ops", "product-sales-ops", "orders", "sku-refunds-ops"} {
+	for _, topic := range []string{"distinct", "valid", "purchases", "user-activity-ops", "product-sales-ops", "orders", "sku-refunds-ops", "enriched-purchases"} {
 		fmt.Fprintf(&topics, "  - name: persistent://shop/pipeline/%s\n    partitions: %d\n", topic, n)
 	}
 	edit("pipeline.yaml", "kind: Pipeline\n", "kind: Pipeline\n"+topics.String())
-	for _, f := range []string{"dedup", "validate", "user-activity", "purchases", "product-sales", "orders", "sku-refunds"} {
+	for _, f := range []string{"dedup", "validate", "user-activity", "purchases", "product-sales", "orders", "sku-refunds", "enrich-purchases"} {
 		file := "functions/" + f + ".yaml"
 		edit(file, "parallelism: 1", fmt.Sprintf("parallelism: %d", n))
 		edit(file, "subscriptionType: key_shared", "subscriptionType: failover")
 	}
 	// Instances take partitions over from one another: the stateful stages
 	// read each key's state afresh once it has settled.
-	for _, f := range []string{"dedup", "sku-refunds"} {
+	for _, f := range []string{"dedup", "sku-refunds", "enrich-purchases"} {
 		edit("functions/"+f+".yaml", "  subscriptionType: failover", "  subscriptionType: failover\n  state_cache: 0")
 	}
 	// The last stages batch by key, so that the sinks' key_shared
