@@ -32,6 +32,12 @@
 // confirmed (a failed send ends the runtime's session, and everything not
 // acknowledged comes again) sets its key back to the state of its last
 // confirmed input, and the inputs after it are computed again from there.
+// Another message with the origin of an input folded and not yet confirmed
+// is not such a redelivery: an upstream stage sent the same output again
+// (it was killed between its send and its acknowledgement), and nothing
+// after it will come again. BeginDelivery tells the two apart by the
+// message's identity on its topic; the second is a duplicate, settled once
+// the input it repeats is saved.
 //
 // A key's state is saved with its count of folded inputs (Snapshot.Applied)
 // as its version, and a backend never lets a save of a lower version
@@ -208,7 +214,12 @@ type entry struct {
 
 // event is one committed input of a key.
 type event struct {
-	snap      Snapshot
+	snap Snapshot
+	// topic and pos are the input's origin, delivery the identity of the
+	// message that brought it ("" when unknown).
+	topic     string
+	pos       envelope.Position
+	delivery  string
 	gen       uint64
 	confirmed bool
 }
@@ -240,13 +251,14 @@ func (s *Store) Close() {
 
 // Txn is one input's work on its key's state, from Begin to Settle.
 type Txn struct {
-	s     *Store
-	e     *entry
-	topic string
-	pos   envelope.Position
-	dup   bool
-	ev    *event
-	ended bool
+	s        *Store
+	e        *entry
+	topic    string
+	pos      envelope.Position
+	delivery string
+	dup      bool
+	ev       *event
+	ended    bool
 }
 
 // Begin starts the work of the input at origin on key's state. It reads
@@ -255,6 +267,16 @@ type Txn struct {
 // caller computes nothing and only settles; for any other it calls State,
 // then Commit or Abort, then Settle once its outputs are confirmed.
 func (s *Store) Begin(ctx context.Context, key string, origin envelope.Origin) (*Txn, error) {
+	return s.BeginDelivery(ctx, key, origin, "")
+}
+
+// BeginDelivery is Begin for an input that came in the message delivery
+// (its identity on its topic, such as its serialized message ID): an input
+// whose origin the key has folded, not yet confirmed, from another message
+// is a duplicate (an upstream stage sent it again), where one from the
+// same message, or of unknown delivery (""), sets the key back to its last
+// confirmed state (the inputs from it on come again).
+func (s *Store) BeginDelivery(ctx context.Context, key string, origin envelope.Origin, delivery string) (*Txn, error) {
 	e, err := s.entry(ctx, key)
 	if err != nil {
 		return nil, err
@@ -267,9 +289,16 @@ func (s *Store) Begin(ctx context.Context, key string, origin envelope.Origin) (
 		return nil, fmt.Errorf("%w: key %q has folded %s up to %s, and the input is at %s: build the state anew (foldline backfill)",
 			ErrEpochChanged, key, origin.Topic, last, origin.Position)
 	}
-	t := &Txn{s: s, e: e, topic: origin.Topic, pos: origin.Position}
+	t := &Txn{s: s, e: e, topic: origin.Topic, pos: origin.Position, delivery: delivery}
 	if e.curSnap.Covers(origin.Topic, origin.Position) {
 		if e.confirmed.Covers(origin.Topic, origin.Position) {
+			t.dup = true
+			return t, nil
+		}
+		if ev := e.pendingAt(origin); ev != nil && delivery != "" && ev.delivery != "" && ev.delivery != delivery {
+			// Another message of an input folded, its outputs in
+			// flight: an upstream stage's repeat, whose effect is the
+			// folded input's. It only waits for that input's save.
 			t.dup = true
 			return t, nil
 		}
@@ -283,6 +312,17 @@ func (s *Store) Begin(ctx context.Context, key string, origin envelope.Origin) (
 		}
 	}
 	return t, nil
+}
+
+// pendingAt returns the committed, unconfirmed input of e at origin, nil
+// when there is none.
+func (e *entry) pendingAt(origin envelope.Origin) *event {
+	for _, ev := range e.pending {
+		if ev.topic == origin.Topic && ev.pos.SameEpoch(origin.Position) && ev.pos.Compare(origin.Position) == 0 {
+			return ev
+		}
+	}
+	return nil
 }
 
 // entry returns key's entry, loading it when it is not in memory, with a
@@ -400,7 +440,7 @@ func (t *Txn) commit(state any, data []byte) {
 	e := t.e
 	e.cur = state
 	e.curSnap = e.curSnap.with(t.topic, t.pos, data)
-	t.ev = &event{snap: e.curSnap, gen: e.gen}
+	t.ev = &event{snap: e.curSnap, topic: t.topic, pos: t.pos, delivery: t.delivery, gen: e.gen}
 	e.pending = append(e.pending, t.ev)
 }
 

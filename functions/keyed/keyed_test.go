@@ -312,3 +312,73 @@ func TestStoreRefusesAnotherEpoch(t *testing.T) {
 		t.Errorf("keys %v", got)
 	}
 }
+
+// TestUpstreamRepeatIsADuplicate: an upstream stage sends an input's output
+// again (another message of the same origin) while the input's own outputs
+// are in flight. The repeat is a duplicate, the inputs folded after the
+// first are kept, and the saved state folds each input once. The same
+// message delivered again (the runtime's session ended) still sets the key
+// back to its last confirmed state, for the inputs from it on come again.
+func TestUpstreamRepeatIsADuplicate(t *testing.T) {
+	backend := NewMemory()
+	store := New(backend, JSON[int](), Options{Inline: true})
+	defer store.Close()
+	begin := func(i int, delivery string) *Txn {
+		t.Helper()
+		txn, err := store.BeginDelivery(t.Context(), "k", envelope.Origin{Topic: ledgerTopic, Position: pos(i)}, delivery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return txn
+	}
+	add := func(txn *Txn, v int) int {
+		t.Helper()
+		if txn.Duplicate() {
+			t.Fatal("a new input taken for a duplicate")
+		}
+		sum := txn.State().(int) + v
+		if err := txn.Commit(sum); err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	settled := 0
+	settle := func(txns ...*Txn) {
+		for _, txn := range txns {
+			txn.Settle(func(error) { settled++ })
+		}
+	}
+	a := begin(1, "m1")
+	add(a, 1)
+	b := begin(2, "m2")
+	add(b, 10)
+	repeat := begin(1, "m3")
+	if !repeat.Duplicate() {
+		t.Fatal("another message of input 1's origin, its outputs in flight: not a duplicate")
+	}
+	c := begin(3, "m4")
+	if got := add(c, 100); got != 111 {
+		t.Fatalf("input 3 folded into %d, want 111: the repeat of input 1 lost input 2", got)
+	}
+	settle(repeat, a, b, c)
+	if settled != 4 {
+		t.Fatalf("%d of 4 inputs settled once their state was saved", settled)
+	}
+	if got := string(backend.Snapshots()["k"].State); got != "111" {
+		t.Fatalf("saved state %s, want 111", got)
+	}
+
+	d := begin(4, "m5")
+	add(d, 1000)
+	again := begin(4, "m5")
+	if again.Duplicate() {
+		t.Fatal("the same message of input 4, delivered again before its outputs were confirmed: a duplicate, want it computed again")
+	}
+	if got := add(again, 1000); got != 1111 {
+		t.Fatalf("input 4 computed again into %d, want 1111 (from the confirmed 111)", got)
+	}
+	settle(d, again)
+	if got := string(backend.Snapshots()["k"].State); got != "1111" {
+		t.Fatalf("saved state %s, want 1111", got)
+	}
+}

@@ -72,7 +72,7 @@ func (t *Stateful[S, E]) ProcessKeyed(ctx context.Context, store *keyed.Store, m
 	if err != nil {
 		return nil, nil, &MalformedError{Err: err}
 	}
-	txn, err := store.Begin(ctx, m.Key, m.Origin)
+	txn, err := store.BeginDelivery(ctx, m.Key, m.Origin, m.Delivery)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -35,6 +35,11 @@ type Message struct {
 	// to the record it returns, or gives each of several records its own
 	// position under it (envelope.Position.Child).
 	Origin envelope.Origin
+	// Delivery identifies the message on its topic (its serialized
+	// message ID), "" when unknown: a stateful transformation tells a
+	// redelivery of a message from an upstream stage's repeat of it by
+	// it (see package keyed).
+	Delivery string
 }
 
 // Record is one encoded output, ready for the function's output topic. Key

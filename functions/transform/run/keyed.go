@@ -33,6 +33,9 @@ func keyedHandler(p transform.KeyedProcessor) func(context.Context, []byte) ([]p
 			return nil, err
 		}
 		m := transform.Message{Key: in.Message.Key(), EventTime: in.Message.EventTime(), Payload: payload, Origin: in.Origin}
+		if id := in.Message.ID(); id != nil {
+			m.Delivery = string(id.Serialize())
+		}
 		recs, txn, err := p.ProcessKeyed(ctx, store, m)
 		if txn != nil {
 			pf.AfterSent(ctx, txn.Settle)
