@@ -16,11 +16,11 @@ import (
 
 // TestBackfillsShareWhatDidNotChange backfills both shop views, no grace
 // for rollback: product_sales with a changed product-sales stage (only it
-// and the sink are copied; validate and purchases are shared) and
+// and the sink are copied; dedup, validate and purchases are shared) and
 // user_activity unchanged with the fused engine (only the sink is copied:
 // the fused run reads user-activity's output, kept from the first event).
-// Afterwards six functions run, one per stage of the manifests, no stage
-// twice for one input; status shows each manifest stage deployed and
+// Afterwards one function runs per stage of the manifests, no stage twice
+// for one input; status shows each manifest stage deployed and
 // running, under its name, with the function that runs it; plan has
 // nothing to change; and both views equal the fold of the ledger (under
 // the changed rule for product_sales) as events keep arriving.
@@ -46,8 +46,8 @@ func TestBackfillsShareWhatDidNotChange(t *testing.T) {
 
 	store := backfillrecord.Store{CQL: s.session, Keyspace: s.keyspace}
 	for view, want := range map[string][2][]string{
-		"product_sales": {{"validate", "purchases"}, {"product-sales-bf-product_sales_v2", "product_sales_v2-sink"}},
-		"user_activity": {{"validate", "user-activity"}, {"user_activity_v2-sink"}},
+		"product_sales": {{"dedup", "validate", "purchases"}, {"product-sales-bf-product_sales_v2", "product_sales_v2-sink"}},
+		"user_activity": {{"dedup", "validate", "user-activity"}, {"user_activity_v2-sink"}},
 	} {
 		rec, err := store.ByTable(ctx, view, view+"_v2")
 		if err != nil || rec == nil {
@@ -70,7 +70,11 @@ func TestBackfillsShareWhatDidNotChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(functions)
-	want := []string{"product-sales-bf-product_sales_v2", "product_sales_v2-sink", "purchases", "user-activity", "user_activity_v2-sink", "validate"}
+	// The shop's other views' stages, untouched, and the two views' paths
+	// with what they share.
+	others := []string{"enrich-purchases", "orders", "sku-refunds", "sku_page_views_before-declared", "sku_page_views_before_v1-sink", "sku_refunds_v1-sink",
+		"sku_units_1d-declared", "sku_units_1d_v1-sink", "user_purchases_7d-declared", "user_purchases_7d_v1-sink"}
+	want := slices.Sorted(slices.Values(append([]string{"dedup", "product-sales-bf-product_sales_v2", "product_sales_v2-sink", "purchases", "user-activity", "user_activity_v2-sink", "validate"}, others...)))
 	if !slices.Equal(functions, want) {
 		t.Errorf("functions running %v, want %v: one per stage, none twice", functions, want)
 	}
@@ -86,8 +90,11 @@ func TestBackfillsShareWhatDidNotChange(t *testing.T) {
 		}
 		runsAs[st.Name] = strings.TrimPrefix(st.RunsAs, s.tenant+"/"+pipelineNS+"/")
 	}
-	wantRuns := map[string]string{"validate": "", "user-activity": "", "purchases": "", "product-sales": "product-sales-bf-product_sales_v2",
+	wantRuns := map[string]string{"dedup": "", "validate": "", "user-activity": "", "purchases": "", "product-sales": "product-sales-bf-product_sales_v2",
 		"product_sales_v1-sink": "product_sales_v2-sink", "user_activity_v1-sink": "user_activity_v2-sink"}
+	for _, name := range others {
+		wantRuns[name] = ""
+	}
 	if !maps.Equal(runsAs, wantRuns) {
 		t.Errorf("status: stages run as %v, want %v", runsAs, wantRuns)
 	}
