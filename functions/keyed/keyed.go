@@ -215,10 +215,10 @@ type entry struct {
 // event is one committed input of a key.
 type event struct {
 	snap Snapshot
-	// topic and pos are the input's origin, delivery the identity of the
-	// message that brought it ("" when unknown).
+	// topic is the input's origin topic (its position there is
+	// snap.Positions[topic]), delivery the identity of the message that
+	// brought it ("" when unknown).
 	topic     string
-	pos       envelope.Position
 	delivery  string
 	gen       uint64
 	confirmed bool
@@ -318,7 +318,7 @@ func (s *Store) BeginDelivery(ctx context.Context, key string, origin envelope.O
 // when there is none.
 func (e *entry) pendingAt(origin envelope.Origin) *event {
 	for _, ev := range e.pending {
-		if ev.topic == origin.Topic && ev.pos.SameEpoch(origin.Position) && ev.pos.Compare(origin.Position) == 0 {
+		if pos, ok := ev.snap.Positions[origin.Topic]; ok && ev.topic == origin.Topic && pos.SameEpoch(origin.Position) && pos.Compare(origin.Position) == 0 {
 			return ev
 		}
 	}
@@ -440,7 +440,7 @@ func (t *Txn) commit(state any, data []byte) {
 	e := t.e
 	e.cur = state
 	e.curSnap = e.curSnap.with(t.topic, t.pos, data)
-	t.ev = &event{snap: e.curSnap, topic: t.topic, pos: t.pos, delivery: t.delivery, gen: e.gen}
+	t.ev = &event{snap: e.curSnap, topic: t.topic, delivery: t.delivery, gen: e.gen}
 	e.pending = append(e.pending, t.ev)
 }
 

@@ -47,13 +47,25 @@ func (a Average) Of(values map[string]any) (float64, bool) {
 	return sum / count, true
 }
 
-// asFloat reads a canonical number (int64 or float64) as a float64.
+// asFloat reads a number as a float64: a canonical one (int64, float64),
+// or one as gocql decodes a column of another CQL type (int, smallint,
+// tinyint, float).
 func asFloat(v any) (float64, bool) {
 	switch x := v.(type) {
 	case int64:
 		return float64(x), true
 	case float64:
 		return x, true
+	case int:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case int16:
+		return float64(x), true
+	case int8:
+		return float64(x), true
+	case float32:
+		return float64(x), true
 	}
 	return 0, false
 }

@@ -112,7 +112,8 @@ func (m *MemTable) Row(key []any) (MemRow, bool) {
 // AsOf returns the entity's row as serving reads it at the time at: for a
 // windowed view the tiles of each column's window combined
 // (ViewSchema.CombineTiles), with the entity's key; for any other view the
-// row itself; both with the view's averages (ViewSchema.AddAverages). found is false when the entity has no row (no tile at all).
+// row itself; both with the view's averages (ViewSchema.AddAverages).
+// found is false when the entity has no row (no tile at all).
 // Only the tiles some column's window as of at reaches are read: asked at
 // each of many times (a training set's labels), its cost is that of a
 // window, not of the entity's whole history.

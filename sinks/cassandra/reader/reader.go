@@ -289,39 +289,6 @@ func (t table) visible(m map[string]any) (Row, bool, error) {
 		return nil, false, nil
 	}
 	delete(m, cassandra.ColumnDeleted)
-	if len(t.schema.Averages) > 0 {
-		canonical := make(map[string]any, len(t.schema.Averages)*2)
-		for _, a := range t.schema.Averages {
-			canonical[a.Sum], canonical[a.Count] = canonicalNumber(m[a.Sum]), canonicalNumber(m[a.Count])
-		}
-		for _, a := range t.schema.Averages {
-			if avg, ok := a.Of(canonical); ok {
-				m[a.Name] = avg
-			}
-		}
-	}
+	t.schema.AddAverages(m)
 	return Row(m), true, nil
-}
-
-// canonicalNumber is a number as gocql decodes it (int, int16, float32,
-// …) as the int64 or float64 that cassandra.Average.Of reads; nil for
-// anything else (a null).
-func canonicalNumber(v any) any {
-	switch x := v.(type) {
-	case int64:
-		return x
-	case int:
-		return int64(x)
-	case int32:
-		return int64(x)
-	case int16:
-		return int64(x)
-	case int8:
-		return int64(x)
-	case float64:
-		return x
-	case float32:
-		return float64(x)
-	}
-	return nil
 }
