@@ -65,10 +65,10 @@ func BenchmarkStatefulStages(b *testing.B) {
 		); err != nil {
 			b.Fatal(err)
 		}
-		var users, orders int
-		_ = s.session.Query(`SELECT COUNT(*) FROM ` + s.keyspace + `.dedup_state`).Scan(&users)
+		var buckets, orders int
+		_ = s.session.Query(`SELECT COUNT(*) FROM ` + s.keyspace + `.dedup_state`).Scan(&buckets)
 		_ = s.session.Query(`SELECT COUNT(*) FROM ` + s.keyspace + `.sku_refunds_state`).Scan(&orders)
-		fmt.Printf("%d events ingested and folded into the views in %s (%.0f events/s); state rows: dedup %d, sku-refunds %d\n",
-			n, took.Round(100*time.Millisecond), float64(n)/took.Seconds(), users, orders)
+		fmt.Printf("%d events ingested and folded into the views in %s (%.0f events/s); state rows: dedup %d (user, bucket), sku-refunds %d\n",
+			n, took.Round(100*time.Millisecond), float64(n)/took.Seconds(), buckets, orders)
 	}
 }

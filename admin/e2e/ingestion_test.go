@@ -71,7 +71,7 @@ func TestIngestionCountsEachEventIDOnce(t *testing.T) {
 	if err := s.session.Query(`SELECT COUNT(*) FROM ` + s.keyspace + `.dedup_state`).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("ledger: %d events, %d of them seen before; %d users' ids in %s.dedup_state", len(s.ledger), len(want.Duplicates), rows, s.keyspace)
+	t.Logf("ledger: %d events, %d of them seen before; %d states (a user's bucket of ids each) in %s.dedup_state", len(s.ledger), len(want.Duplicates), rows, s.keyspace)
 }
 
 // republishWithoutBrokerDedup publishes lines as foldline ingest published

@@ -473,6 +473,11 @@ func (s *Set) eventIDProblems(stages []*Stage, g *Graph) Problems {
 			case set && field != eventID:
 				ps = append(ps, st.problem("userConfig."+dedup.UserConfigIDField, "%v: deploy sets the tenant's eventId, %q: remove it", field, eventID))
 			}
+			if v, set := st.userConfig()[dedup.UserConfigIDBuckets]; set {
+				if _, err := dedup.ParseBuckets(v); err != nil {
+					ps = append(ps, st.problem("userConfig."+dedup.UserConfigIDBuckets, "%v", err))
+				}
+			}
 		}
 		if eventID == "" || isDedup {
 			continue

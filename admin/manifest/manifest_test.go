@@ -232,10 +232,11 @@ func TestLoadReportsEveryProblemWithFileAndLine(t *testing.T) {
 		},
 		{
 			name:  "a stateful function naming its own table and id field",
-			edits: []edit{{"functions/dedup.yaml", "  maxRetries: 3", "  maxRetries: 3\n  state_table: other\n  eventIdField: uuid\n  consistency: MOST"}},
+			edits: []edit{{"functions/dedup.yaml", "  maxRetries: 3", "  maxRetries: 3\n  state_table: other\n  eventIdField: uuid\n  idBuckets: 0\n  consistency: MOST"}},
 			want: []wantProblem{
 				{"functions/dedup.yaml", "state_table: other", "userConfig.state_table", "set by deploy"},
 				{"functions/dedup.yaml", "eventIdField: uuid", "userConfig.eventIdField", "deploy sets the tenant's eventId"},
+				{"functions/dedup.yaml", "idBuckets: 0", "userConfig.idBuckets", "want a whole number from 1 to 4096"},
 				{"functions/dedup.yaml", "consistency: MOST", "userConfig.consistency", "not a CQL consistency level"},
 			},
 		},

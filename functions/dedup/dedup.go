@@ -8,11 +8,14 @@
 // is only a first line.
 //
 // It is a stateful transformation (transform.NewStateful) keyed by the
-// message key, the entity key ingest sets: the state of a key is the set
-// of event ids seen under it, so one writer per key (the runtime's
-// key-ordered subscription) keeps it exact and the stage scales out as any
-// other. The id field is the tenant's (its manifest's eventId), given to the
-// stage as user config eventIdField (foldline deploy sets it; default id).
+// message key, the entity key ingest sets: the ids seen under a key are
+// its state, so one writer per key (the runtime's key-ordered
+// subscription) keeps it exact and the stage scales out as any other. A
+// key's ids are spread over buckets (user config idBuckets, default 16;
+// BucketOf), each bucket a state of its own (transform.WithStateKey), so
+// that a save rewrites a sixteenth of a key's ids, not all of them. The id
+// field is the tenant's (its manifest's eventId), given to the stage as
+// user config eventIdField (foldline deploy sets it; default id).
 //
 // What it decides:
 //   - an event whose id was seen under its key is dropped: no output, so
@@ -28,6 +31,9 @@ package dedup
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"math"
+	"strconv"
 
 	"github.com/foldline/foldline/functions/envelope/jsonwire"
 	"github.com/foldline/foldline/functions/transform"
@@ -38,6 +44,21 @@ const UserConfigIDField = "eventIdField"
 
 // DefaultIDField is the id field when the user config names none.
 const DefaultIDField = "id"
+
+// UserConfigIDBuckets is the user config that sets how many buckets (states)
+// a key's ids are spread over. Changing it changes where every id is
+// looked for: the stage's config changes, and the views it feeds are
+// rebuilt by a backfill (foldline plan says so), never in place.
+const UserConfigIDBuckets = "idBuckets"
+
+// DefaultIDBuckets is the buckets per key when the user config sets none:
+// a save rewrites a sixteenth of a key's ids, and a key costs at most 16
+// reads of its states before they are all in memory.
+const DefaultIDBuckets = 16
+
+// MaxIDBuckets bounds idBuckets: a bucket's state key ends with its number
+// in three hexadecimal digits.
+const MaxIDBuckets = 4096
 
 // State is a key's state: the ids seen under it.
 type State struct {
@@ -52,22 +73,44 @@ type Event struct {
 	ID string
 }
 
-// Stage is the deduplication with its id field.
+// Stage is the deduplication with its id field and buckets.
 type Stage struct {
 	*transform.Stateful[State, Event]
-	field string
+	field   string
+	buckets int
 }
 
 // Transformation is the stage the runtime configures from the user config
 // (Configure): a generic stage's one-line main runs it.
-var Transformation = &Stage{Stateful: New(DefaultIDField).Stateful, field: DefaultIDField}
+var Transformation = New(DefaultIDField, DefaultIDBuckets)
 
-// New returns the deduplication by field.
-func New(field string) *Stage {
-	return &Stage{Stateful: transform.NewStateful(decoder(field), distinct), field: field}
+// New returns the deduplication by field, each key's ids spread over
+// buckets states (1: the key's one state, as a plain stateful stage).
+func New(field string, buckets int) *Stage {
+	st := transform.NewStateful(decoder(field), distinct)
+	if buckets > 1 {
+		st = st.WithStateKey(func(key string, e Event) string { return StateKey(key, BucketOf(e.ID, buckets)) })
+	}
+	return &Stage{Stateful: st, field: field, buckets: buckets}
 }
 
-// Configure returns the stage for the user config's id field.
+// BucketOf is the bucket, of buckets, that holds id: its 32-bit FNV-1a hash
+// modulo buckets. It must never change: a changed bucket would look for a
+// seen id where it is not, and pass the event again.
+func BucketOf(id string, buckets int) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % uint32(buckets))
+}
+
+// StateKey is the state key of a message key's bucket: the key, '#', and
+// the bucket in three hexadecimal digits. The suffix has a fixed length,
+// so two (key, bucket) pairs never share a state key.
+func StateKey(key string, bucket int) string {
+	return fmt.Sprintf("%s#%03x", key, bucket)
+}
+
+// Configure returns the stage for the user config's id field and buckets.
 func (s *Stage) Configure(userConfig map[string]any) (transform.Processor, error) {
 	field := DefaultIDField
 	if v, ok := userConfig[UserConfigIDField]; ok {
@@ -77,7 +120,37 @@ func (s *Stage) Configure(userConfig map[string]any) (transform.Processor, error
 		}
 		field = text
 	}
-	return New(field).Stateful, nil
+	buckets := DefaultIDBuckets
+	if v, ok := userConfig[UserConfigIDBuckets]; ok {
+		n, err := ParseBuckets(v)
+		if err != nil {
+			return nil, err
+		}
+		buckets = n
+	}
+	return New(field, buckets).Stateful, nil
+}
+
+// ParseBuckets reads an idBuckets user config value: a whole number from 1
+// to MaxIDBuckets, as a JSON number or a string of digits.
+func ParseBuckets(v any) (int, error) {
+	n := -1.0
+	switch x := v.(type) {
+	case float64:
+		n = x
+	case int:
+		n = float64(x)
+	case int64:
+		n = float64(x)
+	case string:
+		if i, err := strconv.Atoi(x); err == nil {
+			n = float64(i)
+		}
+	}
+	if n < 1 || n > MaxIDBuckets || n != math.Trunc(n) {
+		return 0, fmt.Errorf("%s %v: want a whole number from 1 to %d", UserConfigIDBuckets, v, MaxIDBuckets)
+	}
+	return int(n), nil
 }
 
 // decoder reads an event's id from field; it never fails: an event

@@ -20,7 +20,7 @@ func msg(key, payload string, entry int64) transform.Message {
 }
 
 func TestContract(t *testing.T) {
-	transformtest.RunStatefulPassing(t, dedup.New("id"),
+	transformtest.RunStatefulPassing(t, dedup.New("id", dedup.DefaultIDBuckets),
 		msg("u1", `{"id":"e-1","user":"u1"}`, 1),
 		msg("u1", `{"id":"e-2","user":"u1"}`, 2),
 		msg("u2", `{"id":"e-1","user":"u2"}`, 3),
@@ -86,7 +86,70 @@ func TestDistinct(t *testing.T) {
 	}
 }
 
+// TestBuckets: a key's ids spread over its buckets, each a state of its
+// own that holds only its ids; a bucket of one is the message key's one
+// state; ids are still recognised whatever their bucket.
+func TestBuckets(t *testing.T) {
+	for _, buckets := range []int{1, 4, dedup.DefaultIDBuckets} {
+		t.Run(fmt.Sprint(buckets), func(t *testing.T) {
+			kp := dedup.New("id", buckets).Stateful
+			memory := keyed.NewMemory()
+			store := keyed.New(memory, kp.StateCodec(), keyed.Options{Inline: true})
+			passed := 0
+			for round := range 2 {
+				for i := range 40 {
+					m := msg("u1", fmt.Sprintf(`{"id":"e-%d"}`, i), int64(round*40+i))
+					recs, txn, err := kp.ProcessKeyed(context.Background(), store, m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					txn.Settle(func(error) {})
+					passed += len(recs)
+				}
+			}
+			if passed != 40 {
+				t.Errorf("%d events passed, want the 40 distinct ids once", passed)
+			}
+			store.Close()
+			snaps := memory.Snapshots()
+			want := map[string]int{} // state key → ids
+			for i := range 40 {
+				key := "u1"
+				if buckets > 1 {
+					key = dedup.StateKey("u1", dedup.BucketOf(fmt.Sprintf("e-%d", i), buckets))
+				}
+				want[key]++
+			}
+			if len(snaps) != len(want) {
+				t.Errorf("%d states, want %d (the buckets the ids fall in)", len(snaps), len(want))
+			}
+			for key, n := range want {
+				state, err := kp.StateCodec().Decode(snaps[key].State)
+				if err != nil {
+					t.Fatalf("state %q: %v", key, err)
+				}
+				if got := len(state.(dedup.State).IDs); got != n {
+					t.Errorf("state %q holds %d ids, want %d", key, got, n)
+				}
+			}
+		})
+	}
+	if dedup.StateKey("a#001", 2) == dedup.StateKey("a", 0x1002) || dedup.StateKey("u", 10) != "u#00a" {
+		t.Error("state keys of two (key, bucket) pairs collide, or are not the key and three hex digits")
+	}
+}
+
 func TestConfigure(t *testing.T) {
+	for _, bad := range []any{0.0, -1.0, 2.5, 4097.0, "x", true} {
+		if _, err := dedup.Transformation.Configure(map[string]any{dedup.UserConfigIDBuckets: bad}); err == nil || !strings.Contains(err.Error(), "idBuckets") {
+			t.Errorf("idBuckets %v: %v", bad, err)
+		}
+	}
+	for _, good := range []any{1.0, 64.0, "256", 4096} {
+		if _, err := dedup.Transformation.Configure(map[string]any{dedup.UserConfigIDBuckets: good}); err != nil {
+			t.Errorf("idBuckets %v: %v", good, err)
+		}
+	}
 	if _, err := dedup.Transformation.Configure(map[string]any{dedup.UserConfigIDField: 3.0}); err == nil || !strings.Contains(err.Error(), "eventIdField") {
 		t.Errorf("a number as the id field: %v", err)
 	}

@@ -12,7 +12,8 @@ import (
 // the state of the input's key and the input, the key's new state and the
 // outputs. The state is per message key (Input.Key, the key the message
 // carries on its topic: for a stage that reads the ledger, the entity key
-// foldline ingest set); a key no input has reached yet has the zero S.
+// foldline ingest set), or a part of it (Stateful.WithStateKey); a state
+// no input has reached yet is the zero S.
 //
 // It must be pure, as Func: the same state and input give the same new
 // state and outputs, in the same order. It may change state in place (a
@@ -31,14 +32,29 @@ type StatefulFunc[S, E any] func(state S, in Input[E]) (S, []Output, error)
 // Cassandra must behave as the state kept in memory
 // (transformtest.RunStateful checks it for the states a test reaches).
 type Stateful[S, E any] struct {
-	decode Decoder[E]
-	fn     StatefulFunc[S, E]
+	decode   Decoder[E]
+	fn       StatefulFunc[S, E]
+	stateKey func(key string, event E) string
 }
 
 // NewStateful returns the stateful transformation that decodes each payload
 // with decode and hands it with its key's state to fn.
 func NewStateful[S, E any](decode Decoder[E], fn StatefulFunc[S, E]) *Stateful[S, E] {
 	return &Stateful[S, E]{decode: decode, fn: fn}
+}
+
+// WithStateKey returns t with its states split finer than the message key:
+// an input folds into the state stateKey names from its message key and
+// its decoded event, instead of the message key's one state. Use it when
+// a key's state would grow without bound (the event-id deduplication
+// spreads a key's ids over buckets), so that a save rewrites a part of
+// it. stateKey must depend on its arguments alone (a replay must name the
+// same state), and must never give two message keys the same state key
+// (a state has one writer: the instance its message key goes to).
+func (t *Stateful[S, E]) WithStateKey(stateKey func(key string, event E) string) *Stateful[S, E] {
+	c := *t
+	c.stateKey = stateKey
+	return &c
 }
 
 // KeyedProcessor is a stateful transformation as the runtime drives it.
@@ -72,7 +88,11 @@ func (t *Stateful[S, E]) ProcessKeyed(ctx context.Context, store *keyed.Store, m
 	if err != nil {
 		return nil, nil, &MalformedError{Err: err}
 	}
-	txn, err := store.BeginDelivery(ctx, m.Key, m.Origin, m.Delivery)
+	key := m.Key
+	if t.stateKey != nil {
+		key = t.stateKey(m.Key, ev)
+	}
+	txn, err := store.BeginDelivery(ctx, key, m.Origin, m.Delivery)
 	if err != nil {
 		return nil, nil, err
 	}
