@@ -11,9 +11,9 @@
 // message key, the entity key ingest sets: the ids seen under a key are
 // its state, so one writer per key (the runtime's key-ordered
 // subscription) keeps it exact and the stage scales out as any other. A
-// key's ids are spread over buckets (user config idBuckets, default 16;
+// key's ids are spread over buckets (user config idBuckets, default 64;
 // BucketOf), each bucket a state of its own (transform.WithStateKey), so
-// that a save rewrites a sixteenth of a key's ids, not all of them. The id
+// that a save rewrites a 64th of a key's ids, not all of them. The id
 // field is the tenant's (its manifest's eventId), given to the stage as
 // user config eventIdField (foldline deploy sets it; default id).
 //
@@ -52,9 +52,11 @@ const DefaultIDField = "id"
 const UserConfigIDBuckets = "idBuckets"
 
 // DefaultIDBuckets is the buckets per key when the user config sets none:
-// a save rewrites a sixteenth of a key's ids, and a key costs at most 16
-// reads of its states before they are all in memory.
-const DefaultIDBuckets = 16
+// a save rewrites a 64th of a key's ids, and a key costs at most 64 reads
+// of its states before they are all in memory. Each input encodes its
+// bucket's ids (the state's snapshot), so the stage's CPU per event grows
+// with the ids per bucket (docs/ingestion.md, Limits).
+const DefaultIDBuckets = 64
 
 // MaxIDBuckets bounds idBuckets: a bucket's state key ends with its number
 // in three hexadecimal digits.
