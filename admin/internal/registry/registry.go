@@ -198,10 +198,33 @@ func RegisterBuilding(ctx context.Context, s *gocql.Session, keyspace, view, tab
 // as of a point of the ledger, as a snapshot. The active table is not
 // touched. Only a table in state building (or a snapshot already) becomes
 // one: a compare-and-set serialized with MarkAborting's.
+//
+// A timeout or an unavailable replica is retried (markSnapshotAttempts, with
+// backoff): by then the replay's functions are gone, and giving up would
+// strand a filled table as building. The compare-and-set is idempotent: a
+// first attempt that did apply leaves the state snapshot, which the next
+// one accepts.
 func MarkSnapshot(ctx context.Context, s *gocql.Session, keyspace, view, table string) error {
 	q := fmt.Sprintf(`UPDATE %s SET state = ? WHERE view_name = ? AND table_name = ? IF state IN (?, ?)`, cqlname.Table(keyspace, Table))
-	current := map[string]any{}
-	applied, err := s.Query(q, StateSnapshot, view, table, StateBuilding, StateSnapshot).WithContext(ctx).MapScanCAS(current)
+	var (
+		current map[string]any
+		applied bool
+		err     error
+	)
+	wait := markSnapshotBackoff
+	for attempt := 1; ; attempt++ {
+		current = map[string]any{}
+		applied, err = s.Query(q, StateSnapshot, view, table, StateBuilding, StateSnapshot).WithContext(ctx).MapScanCAS(current)
+		if err == nil || !transient(err) || attempt == markSnapshotAttempts {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("registering table %s of view %s as a snapshot: %w (last error: %w)", table, view, ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
 	if err != nil {
 		return fmt.Errorf("registering table %s of view %s as a snapshot: %w", table, view, err)
 	}
@@ -212,6 +235,31 @@ func MarkSnapshot(ctx context.Context, s *gocql.Session, keyspace, view, table s
 		return fmt.Errorf("registering table %s of view %s as a snapshot: %w", table, view, ErrUnknownTable)
 	}
 	return nil
+}
+
+// markSnapshotAttempts and markSnapshotBackoff bound MarkSnapshot's retries:
+// 6 attempts, 0.5 s to 8 s apart, half a minute in all, longer than a
+// Cassandra restart takes to answer again.
+const (
+	markSnapshotAttempts = 6
+	markSnapshotBackoff  = 500 * time.Millisecond
+)
+
+// transient reports whether err is one a retry may cure: a timeout, an
+// unavailable or overloaded replica, a compare-and-set whose outcome is
+// unknown, no connection.
+func transient(err error) bool {
+	var re gocql.RequestError
+	if errors.As(err, &re) {
+		switch re.Code() {
+		case gocql.ErrCodeUnavailable, gocql.ErrCodeOverloaded, gocql.ErrCodeWriteTimeout,
+			gocql.ErrCodeReadTimeout, gocql.ErrCodeCASWriteUnknown:
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, gocql.ErrTimeoutNoResponse) || errors.Is(err, gocql.ErrNoConnections) ||
+		errors.Is(err, gocql.ErrConnectionClosed)
 }
 
 // ErrUnknownTable is the error for a table the registry does not list.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gocql/gocql"
+
 	"github.com/foldline/foldline/admin/internal/cqlx/cqlxtest"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -146,5 +148,35 @@ func TestSwitchAndForgetAreSerialized(t *testing.T) {
 	}
 	if entry.ActiveTable != "v_v2" {
 		t.Errorf("active table %q, want v_v2", entry.ActiveTable)
+	}
+}
+
+// requestError is a Cassandra error response of a code.
+type requestError int
+
+func (e requestError) Code() int       { return int(e) }
+func (e requestError) Message() string { return fmt.Sprintf("code %#x", int(e)) }
+func (e requestError) Error() string   { return e.Message() }
+
+// TestTransient: what MarkSnapshot retries (a timeout, an unavailable
+// replica, a compare-and-set of unknown outcome, no connection), and what
+// it does not (a refused query, any other error).
+func TestTransient(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("x: %w", requestError(gocql.ErrCodeWriteTimeout)), true},
+		{requestError(gocql.ErrCodeCASWriteUnknown), true},
+		{requestError(gocql.ErrCodeUnavailable), true},
+		{fmt.Errorf("x: %w", gocql.ErrTimeoutNoResponse), true},
+		{gocql.ErrNoConnections, true},
+		{requestError(gocql.ErrCodeInvalid), false},
+		{requestError(gocql.ErrCodeUnauthorized), false},
+		{errors.New("table not registered"), false},
+	} {
+		if got := transient(tc.err); got != tc.want {
+			t.Errorf("transient(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }
