@@ -13,6 +13,7 @@ import (
 
 	"github.com/foldline/foldline/admin/gen"
 	"github.com/foldline/foldline/client"
+	"github.com/foldline/foldline/internal/benchreport"
 	"github.com/foldline/foldline/internal/proc"
 )
 
@@ -27,12 +28,18 @@ import (
 // on a shared machine where the wall clock does not.
 //
 //	go test -run '^$' -bench Publish -benchtime 200000x ./client/
+//
+// With FOLDLINE_BENCH_JSON set, the Producer's events/s and CPU per event
+// against the plain producer's go there (internal/benchreport): scripts/bench
+// runs it as the bench "producer".
 func BenchmarkPublish(b *testing.B) {
 	var buf bytes.Buffer
 	if _, err := gen.Generate(&buf, gen.Options{Events: 100_000, Users: 2000, SKUs: 200, Seed: 5}); err != nil {
 		b.Fatal(err)
 	}
 	events := bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n"))
+	rates, cpus := map[string]float64{}, map[string]float64{} // by contender
+	defer emitPublishFigures(b, rates, cpus)
 	run := 0
 	topic := func() string {
 		run++
@@ -57,7 +64,7 @@ func BenchmarkPublish(b *testing.B) {
 		if err := p.Flush(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		report(b, start, cpu, failed.Load())
+		rates["client"], cpus["client"] = report(b, start, cpu, failed.Load())
 	})
 	b.Run("plain", func(b *testing.B) {
 		p, err := pulsarClient.CreateProducer(pulsar.ProducerOptions{Topic: topic(), SendTimeout: -1,
@@ -85,15 +92,40 @@ func BenchmarkPublish(b *testing.B) {
 		if err := p.Flush(); err != nil {
 			b.Fatal(err)
 		}
-		report(b, start, cpu, failed.Load())
+		rates["plain"], cpus["plain"] = report(b, start, cpu, failed.Load())
 	})
 }
 
-func report(b *testing.B, start time.Time, cpu time.Duration, failed int64) {
+// report reports and returns the events/s and the CPU µs per event.
+func report(b *testing.B, start time.Time, cpu time.Duration, failed int64) (rate, cpuPerEvent float64) {
 	if failed > 0 {
 		b.Fatalf("%d events not published", failed)
 	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+	rate = float64(b.N) / time.Since(start).Seconds()
+	b.ReportMetric(rate, "events/s")
 	used := proc.CPUTime(os.Getpid()) - cpu
-	b.ReportMetric(float64(used.Microseconds())/float64(b.N), "cpu-µs/event")
+	cpuPerEvent = float64(used.Microseconds()) / float64(b.N)
+	b.ReportMetric(cpuPerEvent, "cpu-µs/event")
+	return rate, cpuPerEvent
+}
+
+// emitPublishFigures emits the Producer's figures against the plain
+// producer's, when both ran (a -bench pattern may leave one out). No aim:
+// issue 45 asks for the figure.
+func emitPublishFigures(b *testing.B, rates, cpus map[string]float64) {
+	if _, ok := rates["client"]; !ok {
+		return
+	}
+	if _, ok := rates["plain"]; !ok {
+		return
+	}
+	err := benchreport.Emit(
+		benchreport.Figure{Bench: "producer", Figure: "client.Producer, events/s", Value: rates["client"], Unit: "events/s"}.
+			Against("plain producer", rates["plain"]),
+		benchreport.Figure{Bench: "producer", Figure: "client.Producer, CPU per event", Value: cpus["client"], Unit: "µs"}.
+			Against("plain producer", cpus["plain"]),
+	)
+	if err != nil {
+		b.Error(err)
+	}
 }
