@@ -34,10 +34,10 @@ import (
 	"hash/fnv"
 	"math"
 	"slices"
-	"strconv"
 
 	"github.com/foldline/foldline/functions/envelope/jsonwire"
 	"github.com/foldline/foldline/functions/transform"
+	"github.com/foldline/foldline/internal/confnum"
 )
 
 // UserConfigIDField names the event field that holds the event's id.
@@ -188,23 +188,11 @@ func (s *Stage) Configure(userConfig map[string]any) (transform.Processor, error
 	return New(field, buckets).Stateful, nil
 }
 
-// ParseBuckets reads an idBuckets user config value: a whole number from 1
-// to MaxIDBuckets, as a JSON number or a string of digits.
+// ParseBuckets reads an idBuckets user config value (confnum.Number): a
+// whole number from 1 to MaxIDBuckets.
 func ParseBuckets(v any) (int, error) {
-	n := -1.0
-	switch x := v.(type) {
-	case float64:
-		n = x
-	case int:
-		n = float64(x)
-	case int64:
-		n = float64(x)
-	case string:
-		if i, err := strconv.Atoi(x); err == nil {
-			n = float64(i)
-		}
-	}
-	if n < 1 || n > MaxIDBuckets || n != math.Trunc(n) {
+	n, err := confnum.Number(v)
+	if err != nil || n < 1 || n > MaxIDBuckets || n != math.Trunc(n) {
 		return 0, fmt.Errorf("%s %v: want a whole number from 1 to %d", UserConfigIDBuckets, v, MaxIDBuckets)
 	}
 	return int(n), nil

@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/foldline/foldline/functions/pf/internal/instancepb"
+	"github.com/foldline/foldline/internal/confnum"
 )
 
 // ErrBadConfig is wrapped by every error about a malformed instance config or
@@ -526,24 +526,9 @@ func userCount(m map[string]any, key string, dst *int) error {
 	if !ok {
 		return nil
 	}
-	var f float64
-	switch x := v.(type) {
-	case float64:
-		f = x
-	case int:
-		f = float64(x)
-	case int64:
-		f = float64(x)
-	case uint64:
-		f = float64(x)
-	case string:
-		parsed, err := strconv.ParseFloat(x, 64)
-		if err != nil {
-			return &UserConfigError{Key: key, Reason: fmt.Sprintf("want a number, got %q", x)}
-		}
-		f = parsed
-	default:
-		return &UserConfigError{Key: key, Reason: fmt.Sprintf("want a number, got %v", v)}
+	f, err := confnum.Number(v)
+	if err != nil {
+		return &UserConfigError{Key: key, Reason: err.Error()}
 	}
 	if f < 0 || f != math.Trunc(f) || f > math.MaxInt32 {
 		return &UserConfigError{Key: key, Reason: fmt.Sprintf("want a whole number from 0 to %d, got %v", math.MaxInt32, v)}
