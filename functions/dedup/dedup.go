@@ -31,7 +31,6 @@ package dedup
 import (
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"slices"
 
@@ -130,11 +129,10 @@ type Event struct {
 	ID string
 }
 
-// Stage is the deduplication with its id field and buckets.
+// Stage is the deduplication: its user config (Configure) sets the id
+// field and the buckets.
 type Stage struct {
 	*transform.Stateful[State, Event]
-	field   string
-	buckets int
 }
 
 // Transformation is the stage the runtime configures from the user config
@@ -148,23 +146,27 @@ func New(field string, buckets int) *Stage {
 	if buckets > 1 {
 		st = st.WithStateKey(func(key string, e Event) string { return StateKey(key, BucketOf(e.ID, buckets)) })
 	}
-	return &Stage{Stateful: st, field: field, buckets: buckets}
+	return &Stage{Stateful: st}
 }
 
 // BucketOf is the bucket, of buckets, that holds id: its 32-bit FNV-1a hash
 // modulo buckets. It must never change: a changed bucket would look for a
 // seen id where it is not, and pass the event again.
 func BucketOf(id string, buckets int) int {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return int(h.Sum32() % uint32(buckets))
+	const offset, prime = 2166136261, 16777619 // FNV-1a, 32 bits
+	h := uint32(offset)
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * prime
+	}
+	return int(h % uint32(buckets))
 }
 
 // StateKey is the state key of a message key's bucket: the key, '#', and
 // the bucket in three hexadecimal digits. The suffix has a fixed length,
 // so two (key, bucket) pairs never share a state key.
 func StateKey(key string, bucket int) string {
-	return fmt.Sprintf("%s#%03x", key, bucket)
+	const digits = "0123456789abcdef"
+	return key + string([]byte{'#', digits[bucket>>8&0xf], digits[bucket>>4&0xf], digits[bucket&0xf]})
 }
 
 // Configure returns the stage for the user config's id field and buckets.

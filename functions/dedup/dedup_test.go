@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"strings"
 	"testing"
@@ -215,4 +216,18 @@ func BenchmarkStateEncode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestBucketOfIsFNV1a pins the buckets to FNV-1a (hash/fnv), which they
+// must never leave: a seen id would be looked for elsewhere.
+func TestBucketOfIsFNV1a(t *testing.T) {
+	for _, id := range []string{"", "e-1", "ord-000042", "é\u2028"} {
+		h := fnv.New32a()
+		h.Write([]byte(id))
+		for _, buckets := range []int{1, 16, 64, 4096} {
+			if got, want := dedup.BucketOf(id, buckets), int(h.Sum32()%uint32(buckets)); got != want {
+				t.Errorf("BucketOf(%q, %d) = %d, want FNV-1a's %d", id, buckets, got, want)
+			}
+		}
+	}
 }
