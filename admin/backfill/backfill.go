@@ -120,7 +120,9 @@ type Options struct {
 	// (--metrics-listen). Default nil: none.
 	Progress *Progress
 	// Checkpoint is how often a fused run writes its checkpoint and
-	// heartbeat into the backfill's record. Default 2s.
+	// heartbeat into the backfill's record, and saves the keys' states of
+	// a path with a stateful function. Default 2s for the heartbeat, 10s
+	// for the states (defaultExportEvery).
 	Checkpoint time.Duration
 	// CopyAll copies every stage of the view's path, the unchanged ones
 	// upstream too, instead of sharing them (sharing).

@@ -48,7 +48,8 @@ The backfill survives the CLI: --detach starts it and exits, foldline status sho
 (per stage: entries done and expected, backlog, events processed, dead letters; for a
 fused run, the ledger events read); foldline metrics exports every running backfill. A fused
 run (on this machine, before the copy is deployed) checkpoints into the backfill's
-record the ledger positions whose view operations the table has: when its CLI dies,
+record the ledger positions whose view operations the table has (with the keys' states
+of its stateful functions, saved into the copy's state tables): when its CLI dies,
 foldline backfill VIEW (or --watch) resumes it from there once its heartbeat has
 stopped.
 
@@ -131,7 +132,7 @@ not switched.`,
 	f.StringVar(&opts.Engine, "engine", EngineAuto, "how the copy catches up with the ledger: deployed (the functions worker runs the copy from the ledger's first event), fused (this machine runs the copy's path over the ledger first, every function in a local process and no topic in between, the sink's code writing the table, then deploys the copy from there), or auto (fused for a ledger of at least "+fmt.Sprint(fusedFromEntries)+" entries, where it measured faster)")
 	f.StringVar(&metricsAddr, "metrics-listen", "", "serve the progress as Prometheus metrics on this address while the command runs (foldline metrics exports every running backfill too)")
 	f.BoolVar(&opts.CopyAll, "copy-all", false, "copy every stage of the view's path, the unchanged ones upstream too (by default a stage whose code is the manifests' and whose output is kept from the first event is shared, not run twice)")
-	f.DurationVar(&opts.Checkpoint, "checkpoint", defaultCheckpointEvery, "how often a fused run writes its checkpoint and heartbeat into the backfill's record (a run whose CLI died is resumed from it by the next foldline backfill VIEW or --watch)")
+	f.DurationVar(&opts.Checkpoint, "checkpoint", 0, "how often a fused run writes its checkpoint and heartbeat into the backfill's record (a run whose CLI died is resumed from it by the next foldline backfill VIEW or --watch); default 2s, and 10s for the checkpoint of a path with a stateful function, which saves its keys' states")
 	f.StringVar(&opts.Until, "until", "", "replay the view as of a point of the ledger into its own table, kept as a snapshot and never switched: an RFC 3339 time (events published up to it) or a ledger position ledger:entry[:batch] (up to it, inclusive)")
 	return cmd
 }

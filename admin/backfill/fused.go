@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"os"
 	"runtime"
@@ -150,33 +151,45 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	if rec.Fused == nil {
 		rec.Fused = &backfillrecord.FusedProgress{Runs: 1}
 	}
+	resumed := rec.Fused.Runs > 1
 	every := cmp.Or(opts.Checkpoint, defaultCheckpointEvery)
 	rec.Fused.Every = every
 	from := map[string]localrun.Entry{}
-	// A stateful stage's keyed state lives in the run's memory until the
-	// end (saveStates): a run resumed from a checkpoint would start it
-	// empty, so such a path starts over instead.
-	stateful := slices.ContainsFunc(forked, func(st *manifest.Stage) bool { return st.Stateful })
 	for topic, p := range rec.Fused.Positions {
-		if !stateful {
-			from[topic] = localrun.Entry{Ledger: p.Ledger, Entry: p.Entry}
+		from[topic] = localrun.Entry{Ledger: p.Ledger, Entry: p.Entry}
+	}
+	// A stateful function's keyed states live in the run's memory: the
+	// checkpoint moves only where the run saved them into the copy's state
+	// tables (checkpoints, saveExports), and a resumed run starts from them.
+	stateful := slices.ContainsFunc(forked, func(st *manifest.Stage) bool { return st.Stateful })
+	cp := newCheckpoints(rec.Fused.Positions, rec.Fused.Events, stateful)
+	if resumed {
+		fmt.Fprintf(opts.ErrOut, "fused backfill of %s: resuming from its checkpoint (%d ledger events written) — run %d\n", e.view.Name, rec.Fused.Events, rec.Fused.Runs)
+	}
+	if resumed && stateful {
+		if err := e.restoreStates(ctx, opts, forked, path); err != nil {
+			return 0, fmt.Errorf("resuming the backfill of %s: %w", e.view.Name, err)
 		}
 	}
-	cp := newCheckpoints(rec.Fused.Positions, rec.Fused.Events)
-	if len(from) > 0 {
-		fmt.Fprintf(opts.ErrOut, "fused backfill of %s: resuming from its checkpoint (%d ledger events written) — run %d\n", e.view.Name, rec.Fused.Events, rec.Fused.Runs)
+	batches := localrun.ReadLedgerFrom(ctx, client, ledgers, 2000, from)
+	stopSaves := func() error { return nil }
+	if stateful {
+		path.OnExport = func(states localrun.Exported) error { cp.exported(states); return nil }
+		batches = withExports(batches, cmp.Or(opts.Checkpoint, defaultExportEvery), cp.beginExport, path.ExportMarkers)
+		stopSaves = e.saveExports(ctx, opts, forked, cp, letters, func(err error) { fail(err); cancel() })
 	}
 	stopCheckpoints := e.checkpointLoop(ctx, every, rec, cp, letters, func(err error) { fail(err); cancel() })
 	checkpointing := true
 	defer func() {
 		if checkpointing {
 			stopCheckpoints()
+			_ = stopSaves()
 		}
 	}()
 	var current *batchMark // the batch whose operations op sees: set by batch, on the same goroutine
 	start, lastReport := time.Now(), time.Now()
 	opts.Progress.fusing(e.view.Name, schema.Table)
-	err = path.Stream(ctx, localrun.ReadLedgerFrom(ctx, client, ledgers, 2000, from), func(batch []localrun.Message) {
+	err = path.Stream(ctx, batches, func(batch []localrun.Message) {
 		for _, m := range batch {
 			last[m.Topic] = m
 		}
@@ -209,8 +222,12 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	cp.seal()
 	batcher.Flush() // the ledger's end: the last batch need not linger
 	wg.Wait()
+	saveErr := stopSaves() // the last export's states saved, if it came out whole
 	stopCheckpoints()
 	checkpointing = false
+	if saveErr != nil {
+		fail(saveErr)
+	}
 	mu.Lock()
 	if failure != nil && (err == nil || errors.Is(failure, ErrTakenOver)) {
 		err = failure
@@ -226,6 +243,7 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 		err = e.saveStates(ctx, opts, forked, path)
 	}
 	if err == nil {
+		cp.allSaved()
 		err = e.subscribeAfter(ctx, forked, last)
 	}
 	if err == nil {
@@ -258,23 +276,32 @@ func (e *env) replayed(forked []*manifest.Stage, last map[string]localrun.Messag
 }
 
 // saveStates writes the keyed states of the forked path's stateful
-// functions, as the local run left them, into the state tables of the
-// copies deployed next: they carry on from the last event read (whose
-// whole entry comes again, and which the states hold as folded already).
+// functions, as the local run left them (those changed since its last
+// checkpoint), into the state tables of the copies deployed next: they
+// carry on from the last event read (whose whole entry comes again, and
+// which the states hold as folded already).
 func (e *env) saveStates(ctx context.Context, opts Options, forked []*manifest.Stage, path *localrun.Pipeline) error {
-	stateful := false
-	for _, st := range forked {
-		stateful = stateful || st.Stateful
-	}
-	if !stateful {
+	if !slices.ContainsFunc(forked, func(st *manifest.Stage) bool { return st.Stateful }) {
 		return nil
 	}
 	states, err := path.ExportStates()
 	if err != nil {
 		return err
 	}
+	return e.writeStates(ctx, opts, forked, states, true)
+}
+
+// writeStates writes states (by function of forked, then key) into the
+// state tables of forked's stateful functions, downstream first: a run
+// that dies part-way leaves no function's states ahead of those of a
+// function downstream of it. A resumed run starts from them all
+// (restoreStates): a key whose state is ahead of the checkpoint skips the
+// events it folded, whose operations are written, and the functions
+// downstream have folded whatever it made of them. report says how many
+// keys of each function went where.
+func (e *env) writeStates(ctx context.Context, opts Options, forked []*manifest.Stage, states localrun.Exported, report bool) error {
 	ks := e.set.Tenant.Keyspace
-	for _, st := range forked {
+	for _, st := range slices.Backward(forked) {
 		if !st.Stateful {
 			continue
 		}
@@ -306,9 +333,100 @@ func (e *env) saveStates(ctx context.Context, opts Options, forked []*manifest.S
 		if first != nil {
 			return fmt.Errorf("saving the states of %s into %s.%s: %w", st.Name, ks, table, first)
 		}
-		fmt.Fprintf(opts.ErrOut, "fused backfill of %s: the states of %d keys of %s saved into %s.%s\n", e.view.Name, len(keys), st.Name, ks, table)
+		if report {
+			fmt.Fprintf(opts.ErrOut, "fused backfill of %s: the states of %d keys of %s saved into %s.%s\n", e.view.Name, len(keys), st.Name, ks, table)
+		}
 	}
 	return nil
+}
+
+// restoreStates hands the local run of a resumed fused backfill the states
+// its checkpoints saved into the copy's state tables (writeStates).
+func (e *env) restoreStates(ctx context.Context, opts Options, forked []*manifest.Stage, path *localrun.Pipeline) error {
+	ks := e.set.Tenant.Keyspace
+	states := localrun.Exported{}
+	for _, st := range forked {
+		if !st.Stateful {
+			continue
+		}
+		table := cqlstate.TableName(st.Name)
+		if err := cqlstate.Ensure(ctx, e.cql, ks, table); err != nil {
+			return err
+		}
+		keys, err := cqlstate.New(e.cql, ks, table).All(ctx)
+		if err != nil {
+			return fmt.Errorf("reading the states of %s from %s.%s: %w", st.Name, ks, table, err)
+		}
+		states[st.Name] = keys
+		fmt.Fprintf(opts.ErrOut, "fused backfill of %s: starting %s from the states of %d keys its checkpoints saved\n", e.view.Name, st.Name, len(keys))
+	}
+	return path.ImportStates(states)
+}
+
+// saveExports saves, as they come (checkpoints.due), the states the path
+// exported part-way (withExports) into the copy's state tables, the dead
+// letters of the events before them published first, and makes each the
+// checkpoint once saved. A failure goes to fail. stop saves what is due
+// still and returns the first failure.
+func (e *env) saveExports(ctx context.Context, opts Options, forked []*manifest.Stage, cp *checkpoints, letters *deadLetters, fail func(error)) (stop func() error) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	var failure error
+	save := func(sc stateCheckpoint) bool {
+		err := letters.releaseBefore(sc.positions)
+		if err == nil {
+			err = letters.flush(ctx)
+		}
+		if err == nil {
+			err = e.writeStates(ctx, opts, forked, sc.states, false)
+		}
+		if err != nil {
+			failure = fmt.Errorf("saving the states of a checkpoint: %w", err)
+			fail(failure)
+			return false
+		}
+		cp.savedAt(sc)
+		return true
+	}
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case sc := <-cp.due:
+				if !save(sc) {
+					return
+				}
+			case <-done:
+				select {
+				case sc := <-cp.due:
+					save(sc)
+				default:
+				}
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() error { close(done); <-stopped; return failure }
+}
+
+// withExports is batches with a batch of the path's ExportMarkers after a
+// batch every so often, when begin says an export may begin.
+func withExports(batches iter.Seq2[[]localrun.Message, error], every time.Duration, begin func() bool, markers func() []localrun.Message) iter.Seq2[[]localrun.Message, error] {
+	return func(yield func([]localrun.Message, error) bool) {
+		last := time.Now()
+		for events, err := range batches {
+			if !yield(events, err) || err != nil {
+				return
+			}
+			if time.Since(last) >= every && begin() {
+				last = time.Now()
+				if !yield(markers(), nil) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // localBuilder returns the builder of the binaries a fused run starts on

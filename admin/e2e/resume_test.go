@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -117,5 +118,42 @@ func TestFusedBackfillSurvivesItsOperator(t *testing.T) {
 	if rec.Fused == nil || rec.Fused.Runs != 2 || !rec.Fused.Done || rec.Fused.Events < killed.Fused.Events {
 		t.Errorf("the record's fused run %+v, want done in 2 runs, past the killed run's %d events", rec.Fused, killed.Fused.Events)
 	}
+	s.waitForFold(t, 5*time.Minute)
+
+	// Once more with the whole path copied (--copy-all): the stateful
+	// dedup runs in the fused run, and its keys' states are saved with
+	// each checkpoint. The resumed run starts from them, not from the
+	// ledger's first event, and the copy deployed after it goes on from
+	// its states: the views stay the fold through more events (a
+	// duplicate among them) after the switch.
+	cli = s.startBackfillCLI(t, "user_activity", s.opts.Dir, "--engine", "fused", "--checkpoint", "200ms", "--grace", "0s", "--copy-all")
+	killed = s.killAtCheckpoint(t, cli, "user_activity", int64(len(s.ledger)/4))
+	t.Logf("--copy-all: killed with %d of %d ledger events confirmed written", killed.Fused.Events, len(s.ledger))
+	testenv.WaitFor(t, time.Minute, "the killed run's heartbeat stopped", func() bool {
+		r, err := store.Unfinished(t.Context(), "user_activity")
+		return err == nil && r != nil && r.FusedStalled(time.Now())
+	})
+	var out strings.Builder
+	opts.ErrOut = io.MultiWriter(&out, testenv.LogWriter{T: t})
+	res, err = backfill.Run(t.Context(), opts, false)
+	if err != nil {
+		t.Fatalf("running foldline backfill --copy-all again after the kill: %v", err)
+	}
+	if res.Table != killed.Table || res.State != backfill.StateSwitched {
+		t.Fatalf("result %+v, want %s switched", res, killed.Table)
+	}
+	for _, want := range []string{"resuming from its checkpoint", "starting dedup", "from the states of"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the resumed run did not say %q: it did not start from the saved states", want)
+		}
+	}
+	if rec, err = store.ByTable(t.Context(), "user_activity", res.Table); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Fused == nil || rec.Fused.Runs != 2 || !rec.Fused.Done || rec.Fused.Events > int64(len(s.ledger)+2000) {
+		t.Errorf("the record's fused run %+v, want done in 2 runs that read the ledger (%d events) about once", rec.Fused, len(s.ledger))
+	}
+	s.ingest(t, generate(t, 2000, 27))
+	s.produce(t, s.ledger[:3]) // the first events again, past ingest's own dedup: the copy's dedup knows their ids
 	s.waitForFold(t, 5*time.Minute)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -380,5 +381,44 @@ func TestUpstreamRepeatIsADuplicate(t *testing.T) {
 	settle(d, again)
 	if got := string(backend.Snapshots()["k"].State); got != "1111" {
 		t.Fatalf("saved state %s, want 1111", got)
+	}
+}
+
+// Memory.Changed gives the keys saved since it last gave them, a restored
+// key not among them, and the snapshots go through EncodeSnapshots and
+// DecodeSnapshots unchanged.
+func TestMemoryChangedAndRestored(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	pos := map[string]envelope.Position{"persistent://t/ledger/events": {Ledger: 3, Entry: 4, Batch: 5}}
+	m.Restore("old", Snapshot{State: []byte(`"o"`), Positions: pos, Applied: 7})
+	_ = m.Save(ctx, "a", Snapshot{State: []byte(`"a"`), Positions: pos, Applied: 1})
+	_ = m.Save(ctx, "", Snapshot{Positions: pos, Applied: 2})
+	first := m.Changed()
+	if len(first) != 2 || first["a"].Applied != 1 || first[""].Applied != 2 {
+		t.Fatalf("first Changed: %v, want a and the empty key", first)
+	}
+	_ = m.Save(ctx, "old", Snapshot{State: []byte(`"o2"`), Positions: pos, Applied: 8})
+	second := m.Changed()
+	if len(second) != 1 || string(second["old"].State) != `"o2"` {
+		t.Fatalf("second Changed: %v, want the restored key once saved", second)
+	}
+	if third := m.Changed(); len(third) != 0 {
+		t.Fatalf("third Changed: %v, want nothing", third)
+	}
+	all := m.Snapshots()
+	data, err := EncodeSnapshots(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeSnapshots(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, all) {
+		t.Fatalf("snapshots after a round trip: %v, want %v", back, all)
+	}
+	if _, err := DecodeSnapshots([]byte(`{"k": {"positions": {"t": "x"}}}`)); err == nil {
+		t.Fatal("a snapshot with a malformed position decoded")
 	}
 }

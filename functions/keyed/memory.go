@@ -15,6 +15,8 @@ import (
 type Memory struct {
 	mu    sync.Mutex
 	snaps map[string]Snapshot
+	// changed holds the keys saved since Changed last took them.
+	changed map[string]bool
 }
 
 // NewMemory returns an empty Memory.
@@ -33,8 +35,33 @@ func (m *Memory) Save(_ context.Context, key string, snap Snapshot) error {
 	defer m.mu.Unlock()
 	if old, ok := m.snaps[key]; !ok || snap.Applied >= old.Applied {
 		m.snaps[key] = snap
+		if m.changed == nil {
+			m.changed = map[string]bool{}
+		}
+		m.changed[key] = true
 	}
 	return nil
+}
+
+// Restore keeps snap as key's snapshot to start from (a resumed run's,
+// saved before): unlike Save it does not count as a change.
+func (m *Memory) Restore(key string, snap Snapshot) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.snaps[key] = snap
+}
+
+// Changed returns the snapshot of every key saved since the last call (the
+// first call: since the start), by key.
+func (m *Memory) Changed() map[string]Snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]Snapshot, len(m.changed))
+	for key := range m.changed {
+		out[key] = m.snaps[key]
+	}
+	m.changed = nil
+	return out
 }
 
 // Keys returns how many keys hold a snapshot.
@@ -106,4 +133,36 @@ func DecodeSnapshot(data []byte) (Snapshot, error) {
 		snap.Positions[topic] = p
 	}
 	return snap, nil
+}
+
+// EncodeSnapshots writes several keys' snapshots as one JSON object, by
+// key: how a resumed run's driver hands a local run the states to start
+// from (see Memory.Restore).
+func EncodeSnapshots(snaps map[string]Snapshot) ([]byte, error) {
+	raw := make(map[string]json.RawMessage, len(snaps))
+	for key, snap := range snaps {
+		data, err := EncodeSnapshot(snap)
+		if err != nil {
+			return nil, err
+		}
+		raw[key] = data
+	}
+	return json.Marshal(raw)
+}
+
+// DecodeSnapshots reads what EncodeSnapshots wrote.
+func DecodeSnapshots(data []byte) (map[string]Snapshot, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("decoding state snapshots: %w", err)
+	}
+	snaps := make(map[string]Snapshot, len(raw))
+	for key, data := range raw {
+		snap, err := DecodeSnapshot(data)
+		if err != nil {
+			return nil, fmt.Errorf("the snapshot of key %q: %w", key, err)
+		}
+		snaps[key] = snap
+	}
+	return snaps, nil
 }

@@ -134,10 +134,23 @@ func AfterSent(ctx context.Context, settle func(done func(error))) (ok bool) {
 // hand it to its handler: it sends what its exporter (SetExporter) gives to
 // StatesTopic, each record with the function's name in PropStatesFunction,
 // and passes the marker on to its output topic, for the next function.
+//
+// The driver may ask again while the input goes on (a fused backfill's
+// checkpoint): an exporter then gives only what changed since it last
+// gave. Both markers are the driver's own: it takes every property that
+// starts with PropLocalPrefix off what it reads from topics, so that no
+// event can pose as one.
 const (
-	PropExportStates   = "foldline.local.export-states"
-	StatesTopic        = "foldline.local.states"
-	PropStatesFunction = "foldline.local.states-function"
+	PropLocalPrefix    = "foldline.local."
+	PropExportStates   = PropLocalPrefix + "export-states"
+	StatesTopic        = PropLocalPrefix + "states"
+	PropStatesFunction = PropLocalPrefix + "states-function"
+	// PropImportStates names the function whose states the input's
+	// payload holds: a resumed fused backfill hands a local run the
+	// states its checkpoint saved before the first event. The instance of
+	// that function hands the payload to its handler, which takes it
+	// (TakesImport); any other passes the marker on.
+	PropImportStates = PropLocalPrefix + "import-states"
 )
 
 // SetExporter registers, for a local run, what the instance of the handler
@@ -154,6 +167,25 @@ func SetExporter(ctx context.Context, export func() ([]Record, error)) (ok bool)
 		fc.inst.exporter = export
 	}
 	return true
+}
+
+// ImportedStates reports whether the input of the handler that got ctx is
+// the driver's import marker (PropImportStates) for its function, in a
+// local run: the handler takes the payload as the states to start from,
+// calls TakesImport and returns no record. ok is false for any other
+// input.
+func ImportedStates(ctx context.Context) (ok bool) {
+	fc, ok := unlent(ctx)
+	return ok && fc.importing
+}
+
+// TakesImport tells the runtime that the handler that got ctx took the
+// import it was handed (ImportedStates); an import no handler takes ends
+// the run with an error.
+func TakesImport(ctx context.Context) {
+	if fc, ok := unlent(ctx); ok && fc.importing {
+		fc.imported = true
+	}
 }
 
 // RunsLocally reports whether the handler that got ctx runs locally
@@ -253,6 +285,9 @@ type FunctionContext struct {
 	published []Record
 	// finished is set once the handler has returned for good.
 	finished bool
+	// importing is set while the handler gets the driver's import marker
+	// (ImportedStates), imported once it took it (TakesImport).
+	importing, imported bool
 	// deferral is set when the current call deferred its outcome.
 	deferral *deferral
 	// lent is set once the handler took its FunctionContext (FromContext):

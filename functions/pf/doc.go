@@ -33,7 +33,9 @@
 //     RunsLocally tells a handler whether it runs locally. SetExporter gives
 //     a local run's driver what the instance holds once the input has ended
 //     (the keyed states a fused backfill hands to the copy it deploys): an
-//     input with PropExportStates is not handed to the handler.
+//     input with PropExportStates is not handed to the handler. An input
+//     with PropImportStates hands the states to start from to the handler
+//     of the function it names (ImportedStates, TakesImport).
 //   - With LocalFlag before -instance-conf the binary runs without a broker
 //     on localwire frames (standard input and output): Foldline's verify,
 //     training sets and fused backfills drive a view's path this way.

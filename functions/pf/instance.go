@@ -276,6 +276,15 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		inst.sendOutputs(in, autoAck, records)
 		return nil
 	}
+	if function := msg.Properties()[PropImportStates]; inst.local && err == nil && function != "" {
+		records, importErr := inst.takeImport(in, function)
+		if importErr != nil {
+			return importErr
+		}
+		in.fc.finished = true
+		inst.sendOutputs(in, autoAck, records)
+		return nil
+	}
 	var records []Record
 	attempts := 0
 	if err != nil {
@@ -332,6 +341,29 @@ func (inst *instance) export(msg pulsar.Message) ([]Record, error) {
 		records = append(records, Record{Payload: msg.Payload()})
 	}
 	return records, nil
+}
+
+// takeImport hands the driver's import marker in (PropImportStates) to the
+// handler when it names this instance's function, and returns nothing to
+// send; else it returns the marker, for the next function. A handler that
+// fails or does not take it ends the run.
+func (inst *instance) takeImport(in *input, function string) ([]Record, error) {
+	if function != inst.conf.Name {
+		if inst.conf.OutputTopic == "" {
+			return nil, nil
+		}
+		return []Record{{Payload: in.fc.msg.Payload()}}, nil
+	}
+	in.fc.importing = true
+	_, err := inst.handler.call(&in.ctx, in.fc.msg.Payload(), nil)
+	in.fc.importing = false
+	if err != nil {
+		return nil, fmt.Errorf("importing the states of %s: %w", inst.conf.FQFN(), err)
+	}
+	if !in.fc.imported {
+		return nil, fmt.Errorf("importing the states of %s: its handler keeps no states", inst.conf.FQFN())
+	}
+	return nil, nil
 }
 
 // newInput returns a new input's state.

@@ -227,3 +227,100 @@ func BenchmarkLocalPath(b *testing.B) {
 		b.ReportMetric(float64((proc.CPUTimeWithChildren(os.Getpid())-before).Microseconds())/float64(n), "cpu-µs/event")
 	}
 }
+
+// A run stopped after a checkpoint (ExportMarkers streamed part-way, the
+// states handed to OnExport) and resumed by another from those states
+// (ImportStates), reading again from the checkpoint's entry, gives what one
+// run gives: the operations of every event after the checkpoint once
+// (dedup, first in the path, skips the events its states folded), and the
+// same states at the end. Chained and a process per function.
+func TestResumedRunGivesWhatOneRunGives(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the shop's functions")
+	}
+	events := shopEvents(t, 9000)
+	for _, chain := range []string{"on", "off"} {
+		t.Run("chain "+chain, func(t *testing.T) {
+			t.Setenv(ChainEnv, chain)
+			whole := runShopPath(t, events, 1000)
+			const checkpoint, killedAt, entryStart = 3000, 4500, 2900 // entry 29 holds events 2900…2999
+
+			first := startShopPath(t)
+			defer first.Close()
+			var saved Exported
+			first.OnExport = func(states Exported) error {
+				if saved != nil {
+					t.Error("states exported twice")
+				}
+				saved = states
+				return nil
+			}
+			var firstOps []cassandra.Op
+			batches := func(yield func([]Message, error) bool) {
+				for i := 0; i < killedAt; i += 1000 {
+					if !yield(events[i:i+1000], nil) {
+						return
+					}
+					if i+1000 == checkpoint && !yield(first.ExportMarkers(), nil) {
+						return
+					}
+				}
+			}
+			if err := first.Stream(t.Context(), batches, func([]Message) {}, func(op cassandra.Op, _ Message) error {
+				firstOps = append(firstOps, op)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if saved == nil || len(saved["dedup"]) == 0 {
+				t.Fatalf("the checkpoint exported no states of dedup: %v", saved)
+			}
+			cut := events[checkpoint-1]
+			after := func(op cassandra.Op) bool {
+				p := op.Origin.Position
+				return p.Ledger > cut.Ledger || p.Ledger == cut.Ledger && (p.Entry > cut.Entry || p.Entry == cut.Entry && int64(p.Batch) > cut.Batch)
+			}
+			var wantAfter []cassandra.Op
+			for i, op := range whole.ops {
+				if after(op) {
+					wantAfter = whole.ops[i:]
+					if !reflect.DeepEqual(firstOps[:i], whole.ops[:i]) {
+						t.Errorf("the first run's operations before the checkpoint differ from one run's")
+					}
+					break
+				}
+			}
+
+			second := startShopPath(t)
+			defer second.Close()
+			if err := second.ImportStates(saved); err != nil {
+				t.Fatal(err)
+			}
+			var secondOps []cassandra.Op
+			if err := second.Stream(t.Context(), batchesOf(events[entryStart:], 1000), func([]Message) {}, func(op cassandra.Op, _ Message) error {
+				secondOps = append(secondOps, op)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if len(secondOps) != len(wantAfter) {
+				t.Fatalf("the resumed run gave %d operations, one run %d after the checkpoint", len(secondOps), len(wantAfter))
+			}
+			for i := range secondOps {
+				if !reflect.DeepEqual(secondOps[i], wantAfter[i]) {
+					t.Fatalf("operation %d after the checkpoint: resumed %+v, one run %+v", i, secondOps[i], wantAfter[i])
+				}
+			}
+			changed, err := second.ExportStates()
+			if err != nil {
+				t.Fatal(err)
+			}
+			final := map[string]keyed.Snapshot{}
+			maps.Copy(final, saved["dedup"])
+			maps.Copy(final, changed["dedup"])
+			if !reflect.DeepEqual(final, whole.states["dedup"]) {
+				t.Errorf("dedup's states at the end: resumed (%d keys saved, %d changed after) differ from one run's (%d keys)", len(saved["dedup"]), len(changed["dedup"]), len(whole.states["dedup"]))
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"runtime"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/internal/services"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -163,14 +165,30 @@ func startsOf(client pulsar.Client, topics []string, from map[string]Entry) ([]r
 	return out, nil
 }
 
-// FromPulsar is a ledger event as a local input.
+// FromPulsar is a ledger event as a local input. Properties that only the
+// driver of a local run may set (pf.PropLocalPrefix: its markers to export
+// or import states) are taken off: a producer cannot make an event pose as
+// one.
 func FromPulsar(msg pulsar.Message) Message {
 	id := msg.ID()
 	return Message{
 		Topic: msg.Topic(), Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: int64(id.BatchIdx()),
-		Key: msg.Key(), Payload: msg.Payload(), Properties: msg.Properties(),
+		Key: msg.Key(), Payload: msg.Payload(), Properties: withoutLocal(msg.Properties()),
 		EventTime: msg.EventTime(), PublishTime: msg.PublishTime(),
 	}
+}
+
+// withoutLocal returns props without the properties of pf.PropLocalPrefix,
+// props itself when it has none.
+func withoutLocal(props map[string]string) map[string]string {
+	for k := range props {
+		if strings.HasPrefix(k, pf.PropLocalPrefix) {
+			props = maps.Clone(props)
+			maps.DeleteFunc(props, func(k, _ string) bool { return strings.HasPrefix(k, pf.PropLocalPrefix) })
+			return props
+		}
+	}
+	return props
 }
 
 // Job is one or more views of the manifests, to run locally over their

@@ -37,7 +37,6 @@ import (
 	"github.com/foldline/foldline/admin/internal/sandbox"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/functions/envelope"
-	"github.com/foldline/foldline/functions/keyed"
 	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/functions/pf/localwire"
 	"github.com/foldline/foldline/internal/textcap"
@@ -55,9 +54,11 @@ type Pipeline struct {
 	// DeadLetters counts the inputs each stage sent to its dead-letter
 	// topic, by stage name.
 	DeadLetters map[string]int64
-	// states holds what ExportStates collects: per function, each key's
-	// state.
-	states map[string]map[string]keyed.Snapshot
+	// OnExport, when set, receives the states a batch of ExportMarkers
+	// brought out of the path's stateful functions part-way through Stream
+	// (what changed since the last export), once the view operations of
+	// every batch before it went to op: a fused backfill's checkpoint.
+	OnExport func(Exported) error
 	// OnDeadLetter, when set, receives every dead letter (its topic is the
 	// stage's dead-letter topic), e.g. to publish it there, with the ledger
 	// origin of the input it holds (zero when that has none).
@@ -71,6 +72,8 @@ type Pipeline struct {
 type stage struct {
 	// name is the function's, or the chain's functions' joined by "+".
 	name string
+	// functions are the names of its functions.
+	functions []string
 	// inputs are the topics the (first) function reads, output the one
 	// the (last) function writes.
 	inputs []string
@@ -244,7 +247,7 @@ func startBinary(ctx context.Context, bin gobuild.Binary, functions []*manifest.
 			s.deadLetters[dlt] = st.Name
 		}
 	}
-	s.name = strings.Join(names, "+")
+	s.name, s.functions = strings.Join(names, "+"), names
 	cmd := exec.CommandContext(ctx, bin.Path, args...)
 	cmd.Env = []string{madvFree}
 	s.cmd = cmd
@@ -327,6 +330,12 @@ func instanceConf(st *manifest.Stage, epochs map[string]string) (string, error) 
 // calls op for every view operation, in ledger order, with its origin and
 // the ledger event that caused it (for its publish and event time).
 func (p *Pipeline) Feed(events []Message, op func(cassandra.Op, Message) error) error {
+	return p.feed(events, op, nil)
+}
+
+// feed is Feed, the states exported on the way (ExportMarkers) put into
+// states.
+func (p *Pipeline) feed(events []Message, op func(cassandra.Op, Message) error, states Exported) error {
 	pending := map[string][]Message{}
 	for _, e := range events {
 		pending[e.Topic] = append(pending[e.Topic], e)
@@ -339,7 +348,7 @@ func (p *Pipeline) Feed(events []Message, op func(cassandra.Op, Message) error) 
 		if len(s.inputs) > 1 {
 			sortByOrigin(in)
 		}
-		next, err := p.step(s, in)
+		next, err := p.step(s, in, states)
 		if err != nil {
 			return err
 		}

@@ -2,8 +2,11 @@ package localrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/foldline/foldline/functions/envelope"
@@ -37,18 +40,29 @@ type flowing struct {
 	msgs   []Message
 	first  uint64
 	err    error
+	// states, for a batch of ExportMarkers, receives what the stages
+	// export.
+	states Exported
 }
 
 // Stream runs the batches of ledger events through the path like Feed, but
 // with every stage of a chain working at once, each on its own batch: the
 // stages are separate processes, so a path of k stages keeps up to k+1
 // cores busy instead of one. op sees the view operations in the same order
-// as with Feed. A path that is no chain is fed batch by batch.
+// as with Feed. A path that is no chain is fed batch by batch. A batch of
+// ExportMarkers among batches goes to OnExport with the states it brought
+// out, not to batch.
 func (p *Pipeline) Stream(ctx context.Context, batches iter.Seq2[[]Message, error], batch func([]Message), op func(cassandra.Op, Message) error) error {
 	if !p.chain() {
 		for events, err := range batches {
 			if err != nil {
 				return err
+			}
+			if isMarkerBatch(events) {
+				if err := p.export(events); err != nil {
+					return err
+				}
+				continue
 			}
 			batch(events)
 			if err := p.Feed(events, op); err != nil {
@@ -77,7 +91,11 @@ func (p *Pipeline) Stream(ctx context.Context, batches iter.Seq2[[]Message, erro
 				send(head, flowing{err: err})
 				return
 			}
-			if !send(head, flowing{events: events, msgs: events}) {
+			f := flowing{events: events, msgs: events}
+			if isMarkerBatch(events) {
+				f.states = Exported{}
+			}
+			if !send(head, f) {
 				return
 			}
 		}
@@ -108,7 +126,7 @@ func (p *Pipeline) Stream(ctx context.Context, batches iter.Seq2[[]Message, erro
 				if f.err == nil && len(f.msgs) > 0 {
 					var outs []Message
 					if outs, f.err = s.receive(f.first, len(f.msgs)); f.err == nil {
-						f.msgs, f.err = p.route(s, f.msgs, outs, f.first)
+						f.msgs, f.err = p.route(s, f.msgs, outs, f.first, f.states)
 					}
 				}
 				if !send(out, f) || f.err != nil {
@@ -121,6 +139,12 @@ func (p *Pipeline) Stream(ctx context.Context, batches iter.Seq2[[]Message, erro
 	for f := range in {
 		if f.err != nil {
 			return f.err
+		}
+		if f.states != nil {
+			if err := p.onExport(f.states); err != nil {
+				return err
+			}
+			continue
 		}
 		batch(f.events)
 		if err := p.emit(f.events, f.msgs, op); err != nil {
@@ -210,21 +234,22 @@ func StreamEach(ctx context.Context, pipelines []*Pipeline, batches iter.Seq2[[]
 // step runs one stage over its inputs and returns the outputs bound for
 // the next topic, counting (and, with OnDeadLetter, handing over) the
 // dead letters.
-func (p *Pipeline) step(s *stage, in []Message) ([]Message, error) {
+func (p *Pipeline) step(s *stage, in []Message, states Exported) ([]Message, error) {
 	outs, first, err := s.run(in)
 	if err != nil {
 		return nil, err
 	}
-	return p.route(s, in, outs, first)
+	return p.route(s, in, outs, first, states)
 }
 
-// route takes the dead letters out of outs, the outputs of inputs in
-// (numbered from first on), and returns the rest.
-func (p *Pipeline) route(s *stage, in, outs []Message, first uint64) ([]Message, error) {
+// route takes the dead letters and the exported states (into states) out
+// of outs, the outputs of inputs in (numbered from first on), and returns
+// the rest.
+func (p *Pipeline) route(s *stage, in, outs []Message, first uint64, states Exported) ([]Message, error) {
 	next := outs[:0] // the dead letters taken out in place
 	for _, o := range outs {
 		if o.Topic == pf.StatesTopic {
-			if err := p.state(s, o); err != nil {
+			if err := states.take(s, o); err != nil {
 				return nil, err
 			}
 			continue
@@ -272,7 +297,7 @@ func (p *Pipeline) emit(events, msgs []Message, op func(cassandra.Op, Message) e
 	causes := causes{events: events}
 	var topic string // the origin topic of the last operation: the next one's too, most often
 	for _, m := range msgs {
-		if m.Topic != p.sinkInput || isExportMarker(m) {
+		if m.Topic != p.sinkInput || isMarker(m) {
 			continue
 		}
 		payload, origin, err := payloadAndOrigin(m, topic)
@@ -292,37 +317,125 @@ func (p *Pipeline) emit(events, msgs []Message, op func(cassandra.Op, Message) e
 	return nil
 }
 
-// ExportStates asks the path's stateful functions, once the ledger has run
-// through (Stream), for their keys' states (pf.PropExportStates), and
-// returns them per function name and key: what a fused backfill writes
-// into the state tables of the copy it deploys to carry on from there.
-func (p *Pipeline) ExportStates() (map[string]map[string]keyed.Snapshot, error) {
-	p.states = map[string]map[string]keyed.Snapshot{}
+// Exported holds the states the path's stateful functions exported: per
+// function name, each key's.
+type Exported map[string]map[string]keyed.Snapshot
+
+// ExportMarkers returns a batch that asks the path's stateful functions for
+// the states of their keys changed since they were last asked (all of
+// them, the first time): one marker (pf.PropExportStates) for each topic
+// the path reads from outside. Fed (ExportStates) or streamed (Stream,
+// OnExport) after the events, it brings out states that have folded them
+// all and nothing after them.
+func (p *Pipeline) ExportMarkers() []Message {
+	var markers []Message
+	for _, topic := range p.outsideInputs() {
+		markers = append(markers, Message{Topic: topic, Ledger: -1, Entry: -1, Batch: -1,
+			Properties: map[string]string{pf.PropExportStates: "true"}})
+	}
+	return markers
+}
+
+// outsideInputs returns the topics the path's stages read that none of
+// them writes, in the stages' order.
+func (p *Pipeline) outsideInputs() []string {
 	written := map[string]bool{}
 	for _, s := range p.stages {
 		written[s.output] = true
 	}
-	var markers []Message
-	seen := map[string]bool{}
+	var topics []string
 	for _, s := range p.stages {
 		for _, in := range s.inputs {
-			if !written[in] && !seen[in] {
-				seen[in] = true
-				markers = append(markers, Message{Topic: in, Ledger: -1, Entry: -1, Batch: -1,
-					Properties: map[string]string{pf.PropExportStates: "true"}})
+			if !written[in] && !slices.Contains(topics, in) {
+				topics = append(topics, in)
 			}
 		}
 	}
-	if err := p.Feed(markers, func(cassandra.Op, Message) error { return nil }); err != nil {
+	return topics
+}
+
+// ExportStates asks the path's stateful functions, once the ledger has run
+// through (Stream), for the states of their keys changed since they were
+// last asked (ExportMarkers), and returns them per function name and key:
+// what a fused backfill writes into the state tables of the copy it
+// deploys to carry on from there.
+func (p *Pipeline) ExportStates() (Exported, error) {
+	states := Exported{}
+	if err := p.feed(p.ExportMarkers(), func(cassandra.Op, Message) error { return nil }, states); err != nil {
 		return nil, fmt.Errorf("exporting the states of the path's functions: %w", err)
 	}
-	states := p.states
-	p.states = nil
 	return states, nil
 }
 
-// state takes one key's exported state from stage s's output o.
-func (p *Pipeline) state(s *stage, o Message) error {
+// export feeds a batch of ExportMarkers through the path and hands the
+// states to OnExport.
+func (p *Pipeline) export(markers []Message) error {
+	states := Exported{}
+	if err := p.feed(markers, func(cassandra.Op, Message) error { return nil }, states); err != nil {
+		return fmt.Errorf("exporting the states of the path's functions: %w", err)
+	}
+	return p.onExport(states)
+}
+
+// onExport hands states to OnExport.
+func (p *Pipeline) onExport(states Exported) error {
+	if p.OnExport == nil {
+		return errors.New("states exported part-way through the ledger with no OnExport to take them")
+	}
+	return p.OnExport(states)
+}
+
+// ImportStates hands the path's stateful functions the states to start
+// from (pf.PropImportStates), before the first event: those a fused
+// backfill's checkpoint saved, for the run that resumes it. Each function
+// gets its keys in markers of about importChunk bytes.
+func (p *Pipeline) ImportStates(states Exported) error {
+	var markers []Message
+	for function, keys := range states {
+		i := slices.IndexFunc(p.stages, func(s *stage) bool { return slices.Contains(s.functions, function) })
+		if i < 0 {
+			return fmt.Errorf("importing states of %s: the path runs no such function", function)
+		}
+		topic := p.stages[i].inputs[0]
+		chunk, size := map[string]keyed.Snapshot{}, 0
+		flush := func() error {
+			if len(chunk) == 0 {
+				return nil
+			}
+			payload, err := keyed.EncodeSnapshots(chunk)
+			if err != nil {
+				return fmt.Errorf("importing states of %s: %w", function, err)
+			}
+			markers = append(markers, Message{Topic: topic, Ledger: -1, Entry: -1, Batch: -1, Payload: payload,
+				Properties: map[string]string{pf.PropImportStates: function}})
+			chunk, size = map[string]keyed.Snapshot{}, 0
+			return nil
+		}
+		for _, key := range slices.Sorted(maps.Keys(keys)) {
+			snap := keys[key]
+			chunk[key] = snap
+			size += len(key) + len(snap.State) + 64*len(snap.Positions)
+			if size >= importChunk {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+	}
+	if err := p.Feed(markers, func(cassandra.Op, Message) error { return nil }); err != nil {
+		return fmt.Errorf("importing the states of the path's functions: %w", err)
+	}
+	return nil
+}
+
+// importChunk is about how many bytes of states one import marker holds.
+const importChunk = 256 << 10
+
+// take puts one key's exported state from stage s's output o into states.
+func (states Exported) take(s *stage, o Message) error {
 	out, err := localwire.DecodeOutput(o.Seq, o.Topic, o.Encoded)
 	if err != nil {
 		return s.failed(err)
@@ -332,28 +445,34 @@ func (p *Pipeline) state(s *stage, o Message) error {
 		return s.failed(err)
 	}
 	function := out.Properties[pf.PropStatesFunction]
-	if p.states == nil {
+	if states == nil {
 		return s.failed(fmt.Errorf("states of %s exported unasked", function))
 	}
-	if p.states[function] == nil {
-		p.states[function] = map[string]keyed.Snapshot{}
+	if states[function] == nil {
+		states[function] = map[string]keyed.Snapshot{}
 	}
-	p.states[function][out.Key] = snap
+	states[function][out.Key] = snap
 	return nil
 }
 
-// isExportMarker reports whether m is ExportStates's marker, passed on by
-// the path's functions.
-func isExportMarker(m Message) bool {
+// isMarkerBatch reports whether events is a batch of ExportMarkers.
+func isMarkerBatch(events []Message) bool {
+	return len(events) > 0 && events[0].Ledger < 0 && events[0].Properties[pf.PropExportStates] != ""
+}
+
+// isMarker reports whether m is a marker of the driver's (ExportMarkers,
+// ImportStates), passed on by the path's functions.
+func isMarker(m Message) bool {
 	if m.Encoded == nil {
-		return m.Properties[pf.PropExportStates] != ""
+		return m.Properties[pf.PropExportStates] != "" || m.Properties[pf.PropImportStates] != ""
 	}
 	f, err := localwire.ParseFields(m.Encoded)
 	if err != nil {
 		return false
 	}
-	v, ok := f.Property(pf.PropExportStates)
-	return ok && len(v) > 0
+	export, _ := f.Property(pf.PropExportStates)
+	imported, _ := f.Property(pf.PropImportStates)
+	return len(export) > 0 || len(imported) > 0
 }
 
 // payloadAndOrigin returns a derived message's payload and origin; the

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/foldline/foldline/functions/envelope"
+	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/functions/pf/localwire"
 )
 
@@ -94,5 +95,22 @@ func TestOriginOfEncodedOutput(t *testing.T) {
 	fresh := testing.AllocsPerRun(100, func() { _, _, _ = payloadAndOrigin(m, "") })
 	if reused >= fresh {
 		t.Errorf("the last origin topic given: %.0f allocations, as many as without it (%.0f)", reused, fresh)
+	}
+}
+
+// A ledger event cannot pose as a marker of the driver's: FromPulsar's
+// properties lose those of pf.PropLocalPrefix, and keep the rest.
+func TestWithoutLocalProperties(t *testing.T) {
+	props := map[string]string{"app": "x", pf.PropImportStates: "dedup", pf.PropExportStates: "true"}
+	got := withoutLocal(props)
+	if !reflect.DeepEqual(got, map[string]string{"app": "x"}) {
+		t.Fatalf("withoutLocal: %v", got)
+	}
+	if len(props) != 3 {
+		t.Fatal("withoutLocal changed the event's own map")
+	}
+	plain := map[string]string{"app": "x"}
+	if got := withoutLocal(plain); !reflect.DeepEqual(got, plain) {
+		t.Fatalf("withoutLocal of plain properties: %v", got)
 	}
 }

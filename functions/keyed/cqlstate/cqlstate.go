@@ -94,8 +94,8 @@ func Ensure(ctx context.Context, session *gocql.Session, keyspace, table string)
 
 // Table is a keyed.Backend of one state table.
 type Table struct {
-	session    *gocql.Session
-	load, save string
+	session         *gocql.Session
+	load, save, all string
 }
 
 // New returns the backend of keyspace.table (names checked by the caller,
@@ -106,6 +106,7 @@ func New(session *gocql.Session, keyspace, table string) *Table {
 		session: session,
 		load:    "SELECT state, positions, applied FROM " + t + " WHERE key = ?",
 		save:    "UPDATE " + t + " USING TIMESTAMP ? SET state = ?, positions = ?, applied = ? WHERE key = ?",
+		all:     "SELECT key, state, positions, applied FROM " + t,
 	}
 }
 
@@ -117,6 +118,14 @@ func rowKey(key string) string {
 		return "\x00" + key
 	}
 	return key
+}
+
+// messageKey is the message key of a row (rowKey undone).
+func messageKey(row string) string {
+	if row != "" && row[0] == 0 {
+		return row[1:]
+	}
+	return row
 }
 
 // Load reads key's row.
@@ -132,6 +141,12 @@ func (t *Table) Load(ctx context.Context, key string) (keyed.Snapshot, error) {
 	if err != nil {
 		return keyed.Snapshot{}, fmt.Errorf("reading the state of key %q: %w", key, err)
 	}
+	return snapshotOf(key, state, positions, applied)
+}
+
+// snapshotOf is the snapshot of key's row read as state, positions and
+// applied.
+func snapshotOf(key string, state, positions *string, applied *int64) (keyed.Snapshot, error) {
 	var snap keyed.Snapshot
 	if state != nil {
 		snap.State = []byte(*state)
@@ -154,6 +169,32 @@ func (t *Table) Load(ctx context.Context, key string) (keyed.Snapshot, error) {
 		}
 	}
 	return snap, nil
+}
+
+// All reads every row of the table, by message key: the states a resumed
+// fused backfill starts from.
+func (t *Table) All(ctx context.Context) (map[string]keyed.Snapshot, error) {
+	iter := t.session.Query(t.all).WithContext(ctx).PageSize(1000).Iter()
+	snaps := map[string]keyed.Snapshot{}
+	var (
+		row              string
+		state, positions *string
+		applied          *int64
+	)
+	for iter.Scan(&row, &state, &positions, &applied) {
+		key := messageKey(row)
+		snap, err := snapshotOf(key, state, positions, applied)
+		if err != nil {
+			_ = iter.Close()
+			return nil, err
+		}
+		snaps[key] = snap
+		state, positions, applied = nil, nil, nil
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("reading the states: %w", err)
+	}
+	return snaps, nil
 }
 
 // Save writes key's row at the timestamp of its version.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -82,6 +83,20 @@ func TestTableKeepsTheHighestVersion(t *testing.T) {
 		got, err := table.Load(ctx, key)
 		if err != nil || !strings.Contains(string(got.State), fmt.Sprintf("%q", key)) {
 			t.Errorf("key %q: %s, %v", key, got.State, err)
+		}
+	}
+	// All reads every row back under its message key, as Load does.
+	all, err := table.All(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 3 {
+		t.Fatalf("All: %d keys, want 3", len(all))
+	}
+	for _, key := range []string{"u1", "", "\x00"} {
+		one, _ := table.Load(ctx, key)
+		if !reflect.DeepEqual(all[key], one) {
+			t.Errorf("All's key %q: %+v, Load's %+v", key, all[key], one)
 		}
 	}
 }

@@ -32,6 +32,9 @@ func keyedHandler(p transform.KeyedProcessor) func(context.Context, []byte) ([]p
 		if err != nil {
 			return nil, err
 		}
+		if pf.ImportedStates(ctx) {
+			return nil, s.restore(ctx, payload)
+		}
 		m := transform.Message{Key: in.Message.Key(), EventTime: in.Message.EventTime(), Payload: payload, Origin: in.Origin}
 		if id := in.Message.ID(); id != nil {
 			m.Delivery = string(id.Serialize())
@@ -57,18 +60,21 @@ type keyedRun struct {
 	once  sync.Once
 	store *keyed.Store
 	err   error
+	// memory holds the states of a local run.
+	memory *keyed.Memory
 }
 
 func (s *keyedRun) open(ctx context.Context) (*keyed.Store, error) {
 	s.once.Do(func() {
 		if pf.RunsLocally(ctx) {
-			// A local run folds the ledger from its first event: every
-			// state starts empty, and no key is ever read back. Its
-			// states go to whoever asks at the end (a fused backfill,
-			// for the state table of the copy it deploys).
-			memory := keyed.NewMemory()
-			s.store = keyed.New(memory, s.p.StateCodec(), keyed.Options{Inline: true, CacheKeys: keyed.Unlimited})
-			pf.SetExporter(ctx, func() ([]pf.Record, error) { return exportStates(memory) })
+			// A local run folds the ledger from its first event, or
+			// from a fused backfill's checkpoint with the states it
+			// saved (restore): no key is ever read back. What changed
+			// goes to whoever asks (a fused backfill, for the state
+			// table of the copy it deploys).
+			s.memory = keyed.NewMemory()
+			s.store = keyed.New(s.memory, s.p.StateCodec(), keyed.Options{Inline: true, CacheKeys: keyed.Unlimited})
+			pf.SetExporter(ctx, func() ([]pf.Record, error) { return exportStates(s.memory) })
 			return
 		}
 		fc, _ := pf.FromContext(ctx)
@@ -82,10 +88,28 @@ func (s *keyedRun) open(ctx context.Context) (*keyed.Store, error) {
 	return s.store, s.err
 }
 
-// exportStates returns every key's state in memory as a record keyed by
-// the key (keyed.EncodeSnapshot), in key order.
+// restore takes the states a local run starts from (the driver's import,
+// keyed.EncodeSnapshots), before its first input.
+func (s *keyedRun) restore(ctx context.Context, payload []byte) error {
+	if s.memory == nil {
+		return errors.New("states imported into a function deployed under the worker")
+	}
+	snaps, err := keyed.DecodeSnapshots(payload)
+	if err != nil {
+		return err
+	}
+	for key, snap := range snaps {
+		s.memory.Restore(key, snap)
+	}
+	pf.TakesImport(ctx)
+	return nil
+}
+
+// exportStates returns the state of every key changed since the last
+// export as a record keyed by the key (keyed.EncodeSnapshot), in key
+// order.
 func exportStates(memory *keyed.Memory) ([]pf.Record, error) {
-	snaps := memory.Snapshots()
+	snaps := memory.Changed()
 	records := make([]pf.Record, 0, len(snaps))
 	for _, key := range slices.Sorted(maps.Keys(snaps)) {
 		data, err := keyed.EncodeSnapshot(snaps[key])
