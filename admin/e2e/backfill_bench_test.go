@@ -149,7 +149,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 			seconds("backfill, deploy to switch", toSwitch).Aiming(backfillAim),
 			seconds("backfill, without deploying", toSwitch-deployed.Sub(start)),
 			seconds("backfill, deploy to done", total),
-			seconds("fused backfill, start to switch", fusedSwitch).Aiming(backfillAim),
+			seconds("fused backfill, start to switch", fusedSwitch).Aiming(fusedAim),
 			seconds("fused backfill, start to done", fusedTotal),
 			seconds("fused, one process per function", separateSwitch),
 			seconds("fused, killed at half: the resumed run, to switch", resumedRun).Against("fused backfill, start to switch", fusedSwitch.Seconds()),
@@ -230,6 +230,11 @@ func deployBenchLedger(b *testing.B, name string) (*shop, int, string) {
 // backfillAim is issue 15's aim for a backfill against a plain read of
 // the same ledger.
 const backfillAim = "<= 8x"
+
+// fusedAim is issue 44's aim for the fused engine against a plain read of
+// the same ledger of 1 000 000 events: tighter than backfillAim, which the
+// deployed engine keeps.
+const fusedAim = "<= 5x"
 
 // readBest reads topic from its first message until n messages have come,
 // readRounds times, and returns the shortest time and the CPU that pids

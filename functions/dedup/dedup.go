@@ -62,40 +62,62 @@ const DefaultIDBuckets = 64
 // in three hexadecimal digits.
 const MaxIDBuckets = 4096
 
-// State is a bucket's state: the ids seen under its key that fall in it.
+// State is a bucket's state: the ids seen under its key that fall in it,
+// sorted, each once.
+//
+// Every input encodes its bucket's state (its snapshot), so encoding is
+// the stage's hot path. Kept sorted, the ids are written as they are:
+// encoding/json's map encoding (reflection, a sort of the keys on every
+// encode) and then a sort of our own took most of the stage's CPU on a
+// long ledger (perf: scripts/soak, then the fused backfill's chain). A
+// lookup is a binary search, an insert a copy of the ids after it.
 type State struct {
-	IDs map[string]bool
+	IDs []string
 }
 
-// MarshalJSON writes the ids as a sorted array, {"ids":["a","b"]} ({} for
-// none). Every input encodes its bucket's state (its snapshot), so this is
-// the stage's hot path: encoding/json's own map encoding, with its
-// reflection and its sort of reflected keys, and the garbage it left, took
-// most of the stage's CPU on a long ledger (perf, scripts/soak).
-func (s State) MarshalJSON() ([]byte, error) {
-	if len(s.IDs) == 0 {
-		return []byte("{}"), nil
+// Has reports whether id is among the state's ids.
+func (s State) Has(id string) bool {
+	_, found := slices.BinarySearch(s.IDs, id)
+	return found
+}
+
+// Add returns the state with id among its ids.
+func (s State) Add(id string) State {
+	i, found := slices.BinarySearch(s.IDs, id)
+	if !found {
+		s.IDs = slices.Insert(s.IDs, i, id)
 	}
-	ids := make([]string, 0, len(s.IDs))
-	size := 0
-	for id := range s.IDs {
-		ids = append(ids, id)
+	return s
+}
+
+// AppendJSON appends the state as JSON, {"ids":["a","b"]} ({} for none):
+// what keyed.JSON writes for it (keyed.StateAppender), valid by
+// construction.
+func (s State) AppendJSON(buf []byte) []byte {
+	if len(s.IDs) == 0 {
+		return append(buf, "{}"...)
+	}
+	size := len(`{"ids":[]}`)
+	for _, id := range s.IDs {
 		size += len(id) + 3
 	}
-	slices.Sort(ids)
-	buf := make([]byte, 0, size+len(`{"ids":[]}`))
+	buf = slices.Grow(buf, size)
 	buf = append(buf, `{"ids":[`...)
-	for i, id := range ids {
+	for i, id := range s.IDs {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
 		buf = jsonwire.AppendString(buf, id)
 	}
-	return append(buf, "]}"...), nil
+	return append(buf, "]}"...)
 }
 
+// MarshalJSON writes what AppendJSON appends.
+func (s State) MarshalJSON() ([]byte, error) { return s.AppendJSON(nil), nil }
+
 // UnmarshalJSON reads what MarshalJSON writes, and the object of ids
-// ({"ids":{"a":true}}) that states were saved as before.
+// ({"ids":{"a":true}}) that states were saved as before; the ids come out
+// sorted and each once whatever order they were saved in.
 func (s *State) UnmarshalJSON(data []byte) error {
 	var wire struct {
 		IDs json.RawMessage `json:"ids"`
@@ -108,16 +130,22 @@ func (s *State) UnmarshalJSON(data []byte) error {
 		return nil
 	}
 	var list []string
-	if err := json.Unmarshal(wire.IDs, &list); err == nil {
-		s.IDs = make(map[string]bool, len(list))
-		for _, id := range list {
-			s.IDs[id] = true
+	if err := json.Unmarshal(wire.IDs, &list); err != nil {
+		var set map[string]bool
+		if err := json.Unmarshal(wire.IDs, &set); err != nil {
+			return fmt.Errorf("reading a dedup state's ids: want an array of strings: %w", err)
 		}
+		for id, seen := range set {
+			if seen {
+				list = append(list, id)
+			}
+		}
+	}
+	if len(list) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(wire.IDs, &s.IDs); err != nil {
-		return fmt.Errorf("reading a dedup state's ids: want an array of strings: %w", err)
-	}
+	slices.Sort(list)
+	s.IDs = slices.Compact(list)
 	return nil
 }
 
@@ -247,12 +275,8 @@ func distinct(state State, in transform.Input[Event]) (State, []transform.Output
 	if e.ID == "" {
 		return state, pass, nil
 	}
-	if state.IDs[e.ID] {
+	if state.Has(e.ID) {
 		return state, nil, nil
 	}
-	if state.IDs == nil {
-		state.IDs = map[string]bool{}
-	}
-	state.IDs[e.ID] = true
-	return state, pass, nil
+	return state.Add(e.ID), pass, nil
 }
