@@ -74,3 +74,67 @@ func TestRunLocal(t *testing.T) {
 		t.Errorf("local outputs:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A driver's import marker (PropImportStates) that names the instance's
+// function goes to its handler, which takes it (ImportedStates,
+// TakesImport) and sends nothing; one naming another function is passed on
+// to the output topic, marker and all; an import the handler does not take
+// ends the run.
+func TestLocalImportMarker(t *testing.T) {
+	conf, err := parseConf([]byte(detailsJSON(baseDetails + `,"sink":{"topic":"persistent://t/n/out"}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(takes bool, markers ...string) ([]string, error) {
+		var imported []string
+		h, err := adaptHandler(func(ctx context.Context, in []byte) ([]Record, error) {
+			if ImportedStates(ctx) {
+				imported = append(imported, string(in))
+				if takes {
+					TakesImport(ctx)
+				}
+				return nil, nil
+			}
+			return []Record{{Payload: bytes.ToUpper(in)}}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var input bytes.Buffer
+		w := localwire.NewWriter(&input)
+		for i, function := range markers {
+			in := &localwire.Input{Seq: uint64(i + 1), Topic: "persistent://t/n/in", Ledger: -1, Entry: -1, Batch: -1,
+				Payload: []byte("states of " + function), Properties: map[string]string{PropImportStates: function}}
+			if function == "" { // an event
+				in.Ledger, in.Entry, in.Payload, in.Properties = 7, int64(i), []byte("event"), map[string]string{}
+			}
+			if err := w.Input(in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		var output bytes.Buffer
+		err = newInstance(conf, h, io.Discard).runLocal(t.Context(), &input, &output)
+		outputs, done := readFrames(t, output.Bytes())
+		got := imported
+		for _, seq := range done {
+			for _, o := range outputs[seq] {
+				got = append(got, o.Topic+" "+string(o.Payload)+" "+o.Properties[PropImportStates])
+			}
+		}
+		return got, err
+	}
+	got, err := run(true, "f", "other", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"states of f", "persistent://t/n/out states of other other", "persistent://t/n/out EVENT "}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("outputs:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := run(false, "f"); err == nil || !strings.Contains(err.Error(), "keeps no states") {
+		t.Errorf("an import no handler takes: %v, want the run ended", err)
+	}
+}
