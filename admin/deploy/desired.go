@@ -166,10 +166,23 @@ func functionConfig(st *manifest.Stage, cassandraHosts string, replication map[s
 	}, nil
 }
 
+// statefulMemoryLimitMB is the runtime's soft memory limit for a stateful
+// function (user config memoryLimitMB, which its config may set), as for a
+// sink (sinkMemoryLimitMB): its states cache (cqlstate.UserConfigCache,
+// 100 000 keys by default) is a live heap the runtime's default of 160 MB
+// does not hold. At that default the shop's dedup (19 200 states of about
+// 50 ids each after 1 000 000 events) and sku-refunds spent whole cores
+// collecting, idle and all, starving everything else on the machine.
+const statefulMemoryLimitMB = 512
+
 // setStateTable gives a stateful function its state table (cqlstate) in
-// the tenant's keyspace and the Cassandra hosts to reach it at, and the
-// event-id deduplication the tenant's id field.
+// the tenant's keyspace and the Cassandra hosts to reach it at, the event-id
+// deduplication the tenant's id field, and statefulMemoryLimitMB unless its
+// config sets a limit or its resources.ram would not hold that one.
 func setStateTable(conf *utils.FunctionConfig, st *manifest.Stage, tenant *manifest.Tenant, cassandraHosts string) {
+	if _, set := conf.UserConfig[pf.UserConfigMemoryLimitMB]; !set && st.Function != nil && st.Function.HoldsMemoryLimit(statefulMemoryLimitMB) {
+		conf.UserConfig[pf.UserConfigMemoryLimitMB] = statefulMemoryLimitMB
+	}
 	conf.UserConfig["hosts"] = cassandraHosts
 	conf.UserConfig[cqlstate.UserConfigKeyspace] = tenant.Keyspace
 	conf.UserConfig[cqlstate.UserConfigTable] = cqlstate.TableName(st.Name)

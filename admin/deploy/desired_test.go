@@ -6,6 +6,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/functions/pf"
 )
 
@@ -65,6 +66,35 @@ func TestCompressOutputsKeepsAConfigsOwnChoice(t *testing.T) {
 			compressOutputs(&tc.conf)
 			if got := tc.conf.UserConfig[pf.UserConfigCompression]; got != tc.want {
 				t.Fatalf("%s = %v, want %v", pf.UserConfigCompression, got, tc.want)
+			}
+		})
+	}
+}
+
+// A stateful function gets statefulMemoryLimitMB unless its config sets a
+// limit, or its resources.ram would not hold that one (it keeps the
+// runtime's default, which lint checked it against).
+func TestStatefulFunctionsGetARoomierMemoryLimit(t *testing.T) {
+	tenant := &manifest.Tenant{Name: "shop", Keyspace: "shop"}
+	cases := []struct {
+		name string
+		uc   map[string]any
+		res  *utils.Resources
+		want any
+	}{
+		{"no limit, no ram", map[string]any{}, nil, statefulMemoryLimitMB},
+		{"its own limit", map[string]any{pf.UserConfigMemoryLimitMB: 200}, nil, 200},
+		{"ram that holds it", map[string]any{}, &utils.Resources{RAM: 1 << 30}, statefulMemoryLimitMB},
+		{"ram that does not", map[string]any{}, &utils.Resources{RAM: 300 << 20}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &manifest.Function{Config: utils.FunctionConfig{Name: "dedup", UserConfig: tc.uc, Resources: tc.res}}
+			st := &manifest.Stage{Name: "dedup", Function: f, Stateful: true}
+			conf := utils.FunctionConfig{UserConfig: maps.Clone(tc.uc), Resources: tc.res}
+			setStateTable(&conf, st, tenant, "127.0.0.1:9042")
+			if got := conf.UserConfig[pf.UserConfigMemoryLimitMB]; got != tc.want {
+				t.Fatalf("%s = %v, want %v", pf.UserConfigMemoryLimitMB, got, tc.want)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"errors"
+	"maps"
 	"math"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
@@ -71,6 +72,18 @@ func checkMemory(src Source, res *utils.Resources, uc map[string]any) Problems {
 		return Problems{src.Problem("resources.ram", "%d bytes is under %.1f × the runtime's soft memory limit (%s %d MiB%s): want at least %d, or a lower userConfig.%s", res.RAM, ramPerLimit, pf.UserConfigMemoryLimitMB, gc.MemoryLimitMB, defaultNote(uc), need, pf.UserConfigMemoryLimitMB)}
 	}
 	return nil
+}
+
+// HoldsMemoryLimit reports whether the function's resources.ram, when
+// given, holds the runtime's soft memory limit at mb MiB (see checkMemory):
+// what foldline deploy asks before it raises a function's limit.
+func (f *Function) HoldsMemoryLimit(mb int) bool {
+	uc := maps.Clone(f.Config.UserConfig)
+	if uc == nil {
+		uc = map[string]any{}
+	}
+	uc[pf.UserConfigMemoryLimitMB] = mb
+	return len(checkMemory(f.Source, f.Config.Resources, uc)) == 0
 }
 
 // defaultNote says when the memory limit is the runtime's default.
