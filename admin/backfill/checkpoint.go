@@ -233,10 +233,7 @@ func (e *env) checkpointLoop(ctx context.Context, every time.Duration, rec *back
 func (e *env) writeCheckpoint(ctx context.Context, rec *backfillrecord.Record, cp *checkpoints, letters *deadLetters, done bool) error {
 	positions, events := cp.snapshot()
 	if letters != nil {
-		if err := letters.releaseBefore(positions); err != nil {
-			return err
-		}
-		if err := letters.flush(ctx); err != nil {
+		if err := letters.publishBefore(ctx, positions); err != nil {
 			return err
 		}
 	}

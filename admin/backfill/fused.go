@@ -239,7 +239,7 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	if err == nil {
 		err = letters.flush(ctx)
 	}
-	if err == nil {
+	if err == nil && stateful {
 		err = e.saveStates(ctx, opts, forked, path)
 	}
 	if err == nil {
@@ -281,9 +281,6 @@ func (e *env) replayed(forked []*manifest.Stage, last map[string]localrun.Messag
 // carry on from the last event read (whose whole entry comes again, and
 // which the states hold as folded already).
 func (e *env) saveStates(ctx context.Context, opts Options, forked []*manifest.Stage, path *localrun.Pipeline) error {
-	if !slices.ContainsFunc(forked, func(st *manifest.Stage) bool { return st.Stateful }) {
-		return nil
-	}
 	states, err := path.ExportStates()
 	if err != nil {
 		return err
@@ -372,10 +369,7 @@ func (e *env) saveExports(ctx context.Context, opts Options, forked []*manifest.
 	done, stopped := make(chan struct{}), make(chan struct{})
 	var failure error
 	save := func(sc stateCheckpoint) bool {
-		err := letters.releaseBefore(sc.positions)
-		if err == nil {
-			err = letters.flush(ctx)
-		}
+		err := letters.publishBefore(ctx, sc.positions)
 		if err == nil {
 			err = e.writeStates(ctx, opts, forked, sc.states, false)
 		}
@@ -640,6 +634,16 @@ func (d *deadLetters) releaseBefore(positions map[string]backfillrecord.Position
 		}
 	}
 	return nil
+}
+
+// publishBefore publishes the held dead letters of entries before those of
+// positions (releaseBefore) and waits until every dead letter sent so far
+// is stored: what a checkpoint at positions needs first.
+func (d *deadLetters) publishBefore(ctx context.Context, positions map[string]backfillrecord.Position) error {
+	if err := d.releaseBefore(positions); err != nil {
+		return err
+	}
+	return d.flush(ctx)
 }
 
 func (d *deadLetters) close() {

@@ -267,23 +267,15 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 		}
 		return nil
 	}
-	if inst.local && err == nil && msg.Properties()[PropExportStates] != "" {
-		in.fc.finished = true
-		records, exportErr := inst.export(msg)
-		if exportErr != nil {
-			return exportErr
+	if inst.local && err == nil {
+		if records, marker, markerErr := inst.driverMarker(in); marker {
+			if markerErr != nil {
+				return markerErr
+			}
+			in.fc.finished = true
+			inst.sendOutputs(in, autoAck, records)
+			return nil
 		}
-		inst.sendOutputs(in, autoAck, records)
-		return nil
-	}
-	if function := msg.Properties()[PropImportStates]; inst.local && err == nil && function != "" {
-		records, importErr := inst.takeImport(in, function)
-		if importErr != nil {
-			return importErr
-		}
-		in.fc.finished = true
-		inst.sendOutputs(in, autoAck, records)
-		return nil
 	}
 	var records []Record
 	attempts := 0
@@ -321,49 +313,53 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 	return nil
 }
 
-// export returns what the instance sends for the driver's export marker
-// msg: its exporter's records to StatesTopic, each naming the function,
-// then the marker for its output topic. An exporter's error ends the run.
-func (inst *instance) export(msg pulsar.Message) ([]Record, error) {
-	var records []Record
-	if inst.exporter != nil {
-		exported, err := inst.exporter()
-		if err != nil {
-			return nil, fmt.Errorf("exporting the states of %s: %w", inst.conf.FQFN(), err)
+// driverMarker returns, for an input of a local run's driver that is one
+// of its markers (marker true), what the instance sends for it: for an
+// export marker (PropExportStates) its exporter's records to StatesTopic,
+// each naming the function; for an import marker (PropImportStates) naming
+// this function nothing, once its handler took the import; and the marker
+// itself for the next function, but for a taken import. An exporter's or
+// importer's error, or an import no handler takes, ends the run.
+func (inst *instance) driverMarker(in *input) (records []Record, marker bool, err error) {
+	msg := in.fc.msg
+	props := msg.Properties()
+	switch function := props[PropImportStates]; {
+	case props[PropExportStates] != "":
+		if inst.exporter != nil {
+			exported, err := inst.exporter()
+			if err != nil {
+				return nil, true, fmt.Errorf("exporting the states of %s: %w", inst.conf.FQFN(), err)
+			}
+			for _, r := range exported {
+				r.Topic = StatesTopic
+				r.Properties = map[string]string{PropStatesFunction: inst.conf.Name}
+				records = append(records, r)
+			}
 		}
-		for _, r := range exported {
-			r.Topic = StatesTopic
-			r.Properties = map[string]string{PropStatesFunction: inst.conf.Name}
-			records = append(records, r)
-		}
+	case function == inst.conf.Name:
+		return nil, true, inst.takeImport(in)
+	case function == "":
+		return nil, false, nil
 	}
 	if inst.conf.OutputTopic != "" {
 		records = append(records, Record{Payload: msg.Payload()})
 	}
-	return records, nil
+	return records, true, nil
 }
 
-// takeImport hands the driver's import marker in (PropImportStates) to the
-// handler when it names this instance's function, and returns nothing to
-// send; else it returns the marker, for the next function. A handler that
-// fails or does not take it ends the run.
-func (inst *instance) takeImport(in *input, function string) ([]Record, error) {
-	if function != inst.conf.Name {
-		if inst.conf.OutputTopic == "" {
-			return nil, nil
-		}
-		return []Record{{Payload: in.fc.msg.Payload()}}, nil
-	}
+// takeImport hands the driver's import marker for this function to the
+// handler, which must take it (TakesImport).
+func (inst *instance) takeImport(in *input) error {
 	in.fc.importing = true
 	_, err := inst.handler.call(&in.ctx, in.fc.msg.Payload(), nil)
 	in.fc.importing = false
 	if err != nil {
-		return nil, fmt.Errorf("importing the states of %s: %w", inst.conf.FQFN(), err)
+		return fmt.Errorf("importing the states of %s: %w", inst.conf.FQFN(), err)
 	}
 	if !in.fc.imported {
-		return nil, fmt.Errorf("importing the states of %s: its handler keeps no states", inst.conf.FQFN())
+		return fmt.Errorf("importing the states of %s: its handler keeps no states", inst.conf.FQFN())
 	}
-	return nil, nil
+	return nil
 }
 
 // newInput returns a new input's state.

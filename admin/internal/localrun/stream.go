@@ -360,8 +360,14 @@ func (p *Pipeline) outsideInputs() []string {
 // what a fused backfill writes into the state tables of the copy it
 // deploys to carry on from there.
 func (p *Pipeline) ExportStates() (Exported, error) {
+	return p.exportStates(p.ExportMarkers())
+}
+
+// exportStates feeds markers (ExportMarkers) through the path and returns
+// the states they brought out.
+func (p *Pipeline) exportStates(markers []Message) (Exported, error) {
 	states := Exported{}
-	if err := p.feed(p.ExportMarkers(), func(cassandra.Op, Message) error { return nil }, states); err != nil {
+	if err := p.feed(markers, noOps, states); err != nil {
 		return nil, fmt.Errorf("exporting the states of the path's functions: %w", err)
 	}
 	return states, nil
@@ -370,12 +376,15 @@ func (p *Pipeline) ExportStates() (Exported, error) {
 // export feeds a batch of ExportMarkers through the path and hands the
 // states to OnExport.
 func (p *Pipeline) export(markers []Message) error {
-	states := Exported{}
-	if err := p.feed(markers, func(cassandra.Op, Message) error { return nil }, states); err != nil {
-		return fmt.Errorf("exporting the states of the path's functions: %w", err)
+	states, err := p.exportStates(markers)
+	if err != nil {
+		return err
 	}
 	return p.onExport(states)
 }
+
+// noOps takes the view operations of markers fed through the path: none.
+func noOps(cassandra.Op, Message) error { return nil }
 
 // onExport hands states to OnExport.
 func (p *Pipeline) onExport(states Exported) error {
@@ -425,7 +434,7 @@ func (p *Pipeline) ImportStates(states Exported) error {
 			return err
 		}
 	}
-	if err := p.Feed(markers, func(cassandra.Op, Message) error { return nil }); err != nil {
+	if err := p.Feed(markers, noOps); err != nil {
 		return fmt.Errorf("importing the states of the path's functions: %w", err)
 	}
 	return nil
