@@ -37,6 +37,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/backfillrecord"
 	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/admin/internal/gobuild"
 	"github.com/foldline/foldline/admin/internal/localrun"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/registry"
@@ -114,7 +115,7 @@ type Options struct {
 	// or ClockEvent.
 	UntilClock string
 	// Engine is how the copy catches up: EngineAuto (default),
-	// EngineDeployed or EngineFused.
+	// EngineDeployed, EngineFused or EngineCluster.
 	Engine string
 	// Progress, when set, keeps the progress as Prometheus metrics
 	// (--metrics-listen). Default nil: none.
@@ -127,6 +128,10 @@ type Options struct {
 	// CopyAll copies every stage of the view's path, the unchanged ones
 	// upstream too, instead of sharing them (sharing).
 	CopyAll bool
+
+	// chain, set in a backfill's runner on the cluster (RunJob), is the
+	// binary that runs the path's functions as one chain: the runner's own.
+	chain *gobuild.Binary
 }
 
 // grace is how long the path of the table a switch leaves keeps following
@@ -333,8 +338,12 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 		return nil, err
 	}
 	rec.Engine = engine
-	if engine == EngineFused {
+	switch engine {
+	case EngineFused:
 		rec.Fused = &backfillrecord.FusedProgress{Runs: 1, Heartbeat: time.Now().UTC(), Every: cmp.Or(opts.Checkpoint, defaultCheckpointEvery)}
+	case EngineCluster:
+		// No run yet: the runner counts each of its runs (RunJob).
+		rec.Fused = &backfillrecord.FusedProgress{Heartbeat: time.Now().UTC(), Every: cmp.Or(opts.Checkpoint, defaultCheckpointEvery)}
 	}
 	// Recorded before anything is deployed: a second start is refused and
 	// --abort can clean up whatever a failed start left behind.
@@ -367,7 +376,8 @@ func (e *env) start(ctx context.Context, opts Options) (*backfillrecord.Record, 
 func (e *env) bringUp(ctx context.Context, opts Options, rec *backfillrecord.Record, forked []*manifest.Stage, resumed bool) (err error) {
 	view := rec.View
 	sink := forked[len(forked)-1].View
-	fused := rec.Engine == EngineFused && rec.Fused != nil && !rec.Fused.Done
+	fused := (rec.Engine == EngineFused || rec.Engine == EngineCluster) && rec.Fused != nil && !rec.Fused.Done
+	onCluster := rec.Engine == EngineCluster
 	path := e.graph.PathTo(view)
 	shares := backfillrecord.StagesOf(rec.Shares)
 	// The binaries the copy deploys are built at once, all of them, while
@@ -380,7 +390,13 @@ func (e *env) bringUp(ctx context.Context, opts Options, rec *backfillrecord.Rec
 		defer close(prebuilt)
 		_ = opts.Builder.BuildAll(ctx, binariesOf(forked)) // an error comes again from the Build that needs it
 	}()
-	if fused {
+	if onCluster && !fused {
+		// Its run is done: its runner goes, if no CLI removed it.
+		if _, err := e.removeRunner(ctx, opts, forked); err != nil {
+			return err
+		}
+	}
+	if fused && !onCluster {
 		// The fused run's binary of the path's chain too, while the table
 		// is made (the run says why when there is none).
 		chained := make(chan struct{})
@@ -424,9 +440,17 @@ func (e *env) bringUp(ctx context.Context, opts Options, rec *backfillrecord.Rec
 		}
 		deployed := make(chan error, 1)
 		go func() { deployed <- e.createStages(ctx, opts, early) }()
-		_, err := e.fuse(ctx, opts, forked, rec)
+		var err error
+		if onCluster {
+			err = e.fuseOnCluster(ctx, opts, forked, rec)
+		} else {
+			_, err = e.fuse(ctx, opts, forked, rec)
+		}
 		// Waited for either way: nothing is left creating functions behind an --abort.
 		if err = errors.Join(err, <-deployed); err != nil {
+			if onCluster {
+				return fmt.Errorf("%w (the run on the cluster goes on: foldline backfill --watch %s follows it; --abort %s removes it)", err, view, view)
+			}
 			return fmt.Errorf("%w (foldline backfill %s resumes it from its checkpoint; --abort %s removes what it left; --engine deployed runs it on the functions worker)", err, view, view)
 		}
 	}
@@ -442,9 +466,48 @@ func (e *env) bringUp(ctx context.Context, opts Options, rec *backfillrecord.Rec
 // since are refused (--abort, then start again). Of two CLIs resuming it at
 // once, one does; the other is refused with ErrAlreadyRunning.
 func (e *env) resume(ctx context.Context, opts Options, rec *backfillrecord.Record) error {
+	forked, err := e.forkedOf(rec)
+	if err != nil {
+		return fmt.Errorf("resuming the backfill of %s: %w", rec.View, err)
+	}
+	if opts.Builder == nil {
+		opts.Builder = opts.NewBuilder()
+	}
+	if err := e.sameCode(ctx, opts, rec, forked); err != nil {
+		return err
+	}
+	stopped := time.Since(rec.Fused.Heartbeat)
+	if applied, err := e.claimRun(ctx, rec); err != nil {
+		return err
+	} else if !applied {
+		return fmt.Errorf("resuming the backfill of %s: another foldline backfill took it over: %w", rec.View, ErrAlreadyRunning)
+	}
+	fmt.Fprintf(opts.ErrOut, "the fused run of the backfill of %s stopped %s ago with %d ledger events written: resuming it from there\n",
+		rec.View, stopped.Round(time.Second), rec.Fused.Events)
+	return e.bringUp(ctx, opts, rec, forked, true)
+}
+
+// claimRun counts one more run of rec's fused run, with a fresh heartbeat,
+// as a compare-and-set on the record: applied false when it changed
+// meanwhile (another run claimed it). rec is the claimed record after.
+func (e *env) claimRun(ctx context.Context, rec *backfillrecord.Record) (applied bool, err error) {
+	claim := *rec
+	fused := *rec.Fused
+	fused.Runs++
+	fused.Heartbeat = time.Now().UTC()
+	claim.Fused = &fused
+	if applied, err = e.store.Replace(ctx, &claim); err == nil && applied {
+		*rec = claim
+	}
+	return applied, err
+}
+
+// forkedOf returns rec's copy of its view's path, as the manifests give
+// it: refused when they no longer give the stages it started with.
+func (e *env) forkedOf(rec *backfillrecord.Record) ([]*manifest.Stage, error) {
 	version, ok := backfillrecord.TableVersion(rec.Table)
 	if !ok {
-		return fmt.Errorf("resuming the backfill of %s: table %s has no version", rec.View, rec.Table)
+		return nil, fmt.Errorf("table %s has no version", rec.Table)
 	}
 	shared := map[string]string{}
 	for _, ref := range rec.Shares {
@@ -459,31 +522,9 @@ func (e *env) resume(ctx context.Context, opts Options, rec *backfillrecord.Reco
 		return out
 	}
 	if !slices.Equal(names(backfillrecord.RefsOf(forked)), names(rec.Stages)) {
-		return fmt.Errorf("resuming the backfill of %s: the manifests' path is not the one it started with (%v, now %v): foldline backfill --abort %s, then start again", rec.View, names(rec.Stages), names(backfillrecord.RefsOf(forked)), rec.View)
+		return nil, fmt.Errorf("the manifests' path is not the one it started with (%v, now %v): foldline backfill --abort %s, then start again", names(rec.Stages), names(backfillrecord.RefsOf(forked)), rec.View)
 	}
-	if opts.Builder == nil {
-		opts.Builder = opts.NewBuilder()
-	}
-	if err := e.sameCode(ctx, opts, rec, forked); err != nil {
-		return err
-	}
-	claim := *rec
-	fused := *rec.Fused
-	stopped := time.Since(fused.Heartbeat)
-	fused.Runs++
-	fused.Heartbeat = time.Now().UTC()
-	claim.Fused = &fused
-	applied, err := e.store.Replace(ctx, &claim)
-	if err != nil {
-		return err
-	}
-	if !applied {
-		return fmt.Errorf("resuming the backfill of %s: another foldline backfill took it over: %w", rec.View, ErrAlreadyRunning)
-	}
-	*rec = claim
-	fmt.Fprintf(opts.ErrOut, "the fused run of the backfill of %s stopped %s ago with %d ledger events written: resuming it from there\n",
-		rec.View, stopped.Round(time.Second), fused.Events)
-	return e.bringUp(ctx, opts, rec, forked, true)
+	return forked, nil
 }
 
 // sameCode refuses to resume rec with code other than the code its table's
@@ -583,6 +624,18 @@ func Run(ctx context.Context, opts Options, watch bool) (*Result, error) {
 		// Its CLI died during the fused run: this one carries on from the
 		// checkpoint.
 		if err := e.resume(ctx, opts, rec); err != nil {
+			return nil, err
+		}
+	case rec != nil && (rec.ClusterUnfinished() || rec.FusedDone()):
+		// Its run goes on on the cluster, or it is done and the CLI that
+		// followed it may have died before it deployed the copy (a run on
+		// the cluster ends with none watching): this CLI follows it, and
+		// deploys the copy from where it stopped; what is deployed stays.
+		forked, err := e.forkedOf(rec)
+		if err != nil {
+			return nil, fmt.Errorf("following the backfill of %s: %w", rec.View, err)
+		}
+		if err := e.bringUp(ctx, opts, rec, forked, true); err != nil {
 			return nil, err
 		}
 	case !watch:
@@ -1025,8 +1078,15 @@ func (e *env) abort(ctx context.Context, opts Options) (*backfillrecord.Record, 
 // what it deleted.
 func (e *env) removeStages(ctx context.Context, opts Options, rec *backfillrecord.Record) ([]string, error) {
 	stages := backfillrecord.StagesOf(rec.Stages)
-	deleted, err := e.deleteStages(ctx, stages, opts.ErrOut)
-	if err != nil {
+	var deleted []string
+	if rec.Engine == EngineCluster && len(stages) > 0 {
+		removed, err := e.removeRunner(ctx, opts, stages)
+		if deleted = removed; err != nil {
+			return deleted, err
+		}
+	}
+	removed, err := e.deleteStages(ctx, stages, opts.ErrOut)
+	if deleted = append(deleted, removed...); err != nil {
 		return deleted, err
 	}
 	dropped, err := deploy.DropStateTables(ctx, e.cql, e.set.Tenant.Keyspace, stages, opts.ErrOut)

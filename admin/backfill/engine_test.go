@@ -18,6 +18,7 @@ func TestChooseEngine(t *testing.T) {
 		{EngineAuto, fusedFromEntries, EngineFused},
 		{EngineDeployed, 1 << 20, EngineDeployed},
 		{EngineFused, 1, EngineFused},
+		{EngineCluster, 1 << 20, EngineCluster},
 	} {
 		if got, err := chooseEngine(tc.engine, tc.entries); err != nil || got != tc.want {
 			t.Errorf("chooseEngine(%q, %d) = %q, %v; want %q", tc.engine, tc.entries, got, err, tc.want)

@@ -62,7 +62,7 @@ const fusedFromEntries = 200
 // chooseEngine resolves engine for a ledger of entries entries.
 func chooseEngine(engine string, entries int64) (string, error) {
 	switch engine {
-	case EngineDeployed, EngineFused:
+	case EngineDeployed, EngineFused, EngineCluster:
 		return engine, nil
 	case EngineAuto, "":
 		if entries >= fusedFromEntries {
@@ -70,7 +70,7 @@ func chooseEngine(engine string, entries int64) (string, error) {
 		}
 		return EngineDeployed, nil
 	}
-	return "", fmt.Errorf("--engine %q: want auto, deployed or fused: %w", engine, exitcode.ErrUsage)
+	return "", fmt.Errorf("--engine %q: want auto, deployed, fused or cluster: %w", engine, exitcode.ErrUsage)
 }
 
 // fusedGCPercent is the garbage collector's setting while a fused run
@@ -116,7 +116,12 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	if err != nil {
 		return 0, err
 	}
-	path, err := localrun.StartPath(ctx, forked, localBuilder(opts), epochs)
+	var path *localrun.Pipeline
+	if opts.chain != nil {
+		path, err = localrun.StartPathChained(ctx, forked, *opts.chain, epochs)
+	} else {
+		path, err = localrun.StartPath(ctx, forked, localBuilder(opts), epochs)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -149,21 +149,31 @@ func functionConfig(st *manifest.Stage, cassandraHosts string, replication map[s
 		return utils.FunctionConfig{}, fmt.Errorf("encoding the table definition of view %s: %w", v.Name, err)
 	}
 	maps.Copy(uc, schemaFields)
+	conf := goFunction(st, uc)
+	conf.ForwardSourceMessageProperty = true
+	conf.Parallelism = st.Parallelism
+	return conf, nil
+}
+
+// goFunction is the config of a Go function named as st, reading st's
+// inputs from their first message on st's subscription (removed with the
+// function), acknowledging each once done, at least once, with user
+// config uc.
+func goFunction(st *manifest.Stage, uc map[string]any) utils.FunctionConfig {
 	return utils.FunctionConfig{
-		Tenant:                       st.Tenant,
-		Namespace:                    st.Namespace,
-		Name:                         st.Name,
-		Runtime:                      utils.GoRuntime,
-		Inputs:                       st.Inputs,
-		SubName:                      st.SubName,
-		SubscriptionPosition:         "Earliest",
-		CleanupSubscription:          true,
-		AutoAck:                      true,
-		ForwardSourceMessageProperty: true,
-		Parallelism:                  st.Parallelism,
-		ProcessingGuarantees:         "ATLEAST_ONCE",
-		UserConfig:                   uc,
-	}, nil
+		Tenant:               st.Tenant,
+		Namespace:            st.Namespace,
+		Name:                 st.Name,
+		Runtime:              utils.GoRuntime,
+		Inputs:               st.Inputs,
+		SubName:              st.SubName,
+		SubscriptionPosition: "Earliest",
+		CleanupSubscription:  true,
+		AutoAck:              true,
+		Parallelism:          1,
+		ProcessingGuarantees: "ATLEAST_ONCE",
+		UserConfig:           uc,
+	}
 }
 
 // statefulMemoryLimitMB is the runtime's soft memory limit for a stateful

@@ -30,7 +30,9 @@ import (
 // time a plain pulsar-client-go reader needs just to read the same ledger,
 // and prints both as a table, with the same backfill run by the fused
 // engine twice more: the path's transformations chained in one process,
-// and every function in a process of its own (localrun.ChainEnv=off). N
+// and every function in a process of its own (localrun.ChainEnv=off);
+// then killed at half and resumed, and once more on the cluster
+// (--engine cluster: the same run by the functions worker). N
 // is FOLDLINE_BENCH_EVENTS (default 200000;
 // the figure is 1000000); with FOLDLINE_BENCH_JSON set, the
 // backfill's times against the reader's go there too (internal/benchreport).
@@ -122,6 +124,10 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		// Once more fused, its CLI killed (SIGKILL) once half the ledger
 		// is written, then run again: it resumes from the checkpoint.
 		killedRun, resumedRun := s.killedFusedRun(b, opts, int64(n/2))
+		// Once more on the cluster: the same fused run, by the functions
+		// worker as the backfill's runner (built before the clock, as the
+		// chain is).
+		clusterSwitch := s.clusterRun(b, opts)
 
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "events\twhat\ttime\tevents/s\tvs reader\t\n")
@@ -137,6 +143,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		row("fused, one process per function", separateSwitch)
 		row("fused, killed at half: the resumed run, to switch", resumedRun)
 		row("fused, killed at half: both runs, to switch", killedRun+resumedRun)
+		row("cluster backfill, start to switch", clusterSwitch)
 		tw.Flush()
 		printCPU(cpu, total, machine)
 		printCPU(fusedCPU, fusedTotal, fusedMachine)
@@ -154,6 +161,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 			seconds("fused, one process per function", separateSwitch),
 			seconds("fused, killed at half: the resumed run, to switch", resumedRun).Against("fused backfill, start to switch", fusedSwitch.Seconds()),
 			seconds("fused, killed at half: both runs, to switch", killedRun+resumedRun).Against("fused backfill, start to switch", fusedSwitch.Seconds()),
+			seconds("cluster backfill, start to switch", clusterSwitch).Against("fused backfill, start to switch", fusedSwitch.Seconds()),
 		); err != nil {
 			b.Fatal(err)
 		}
@@ -193,11 +201,38 @@ func (s *shop) killedFusedRun(b *testing.B, opts backfill.Options, events int64)
 	return killed, res.SwitchedAt.Sub(start)
 }
 
+// clusterRun runs the backfill of opts (its path copied whole) on the
+// cluster (--engine cluster), its runner built before the clock, and
+// returns the time from its start to the switch.
+func (s *shop) clusterRun(b *testing.B, opts backfill.Options) time.Duration {
+	b.Helper()
+	opts.Engine = backfill.EngineCluster
+	if _, err := localrun.BuildRunner(b.Context(), benchPath(b, opts), opts.NewBuilder()); err != nil {
+		b.Fatalf("building the runner: %v", err)
+	}
+	start := time.Now()
+	opts.ErrOut = &sinceWriter{w: os.Stderr, start: start}
+	res, err := backfill.Run(b.Context(), opts, false)
+	if err != nil {
+		b.Fatalf("backfilling on the cluster: %v", err)
+	}
+	if res.Diff == nil || !res.Diff.Identical() {
+		b.Fatalf("the replay on the cluster differs: %v", res.Diff)
+	}
+	return res.SwitchedAt.Sub(start)
+}
+
 // prebuildChain builds, before the clock, the binary the fused engine runs
 // the path's transformations with, as the shop's deploy built the binaries
 // both engines deploy: the first fused backfill after a change to the code
 // links it (about a second), later ones find it built.
 func prebuildChain(b *testing.B, opts backfill.Options) {
+	b.Helper()
+	localrun.PrepareChain(b.Context(), benchPath(b, opts), opts.NewBuilder())
+}
+
+// benchPath returns the path of user_activity in the manifests of opts.
+func benchPath(b *testing.B, opts backfill.Options) []*manifest.Stage {
 	b.Helper()
 	set, err := manifest.Load(opts.Dir)
 	if err != nil {
@@ -207,7 +242,7 @@ func prebuildChain(b *testing.B, opts backfill.Options) {
 	if len(problems) > 0 {
 		b.Fatalf("the manifests: %v", problems)
 	}
-	localrun.PrepareChain(b.Context(), graph.PathTo("user_activity"), opts.NewBuilder())
+	return graph.PathTo("user_activity")
 }
 
 // deployBenchLedger deploys the shop as tenant name, ingests

@@ -5,7 +5,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -156,4 +160,96 @@ func TestFusedBackfillSurvivesItsOperator(t *testing.T) {
 	s.ingest(t, generate(t, 2000, 27))
 	s.produce(t, s.ledger[:3]) // the first events again, past ingest's own dedup: the copy's dedup knows their ids
 	s.waitForFold(t, 5*time.Minute)
+}
+
+// TestClusterBackfillSurvivesItsRunner runs a backfill with the whole path
+// copied (--copy-all: the stateful dedup in the run) on the cluster
+// (--engine cluster), kills the runner's process (SIGKILL) part-way and
+// then the CLI that started it: the worker starts the runner again, which
+// resumes from its checkpoint and saved states and finishes the run with
+// no CLI running. foldline backfill --watch then deploys the copy from
+// there and switches, and the views equal the fold of the ledger, events
+// ingested meanwhile and a duplicate included.
+func TestClusterBackfillSurvivesItsRunner(t *testing.T) {
+	s := deployShop(t, "cluster")
+	events := generate(t, testenv.EnvInt(t, "FOLDLINE_CLUSTER_EVENTS", 150_000), 28)
+	s.ingest(t, events)
+	s.waitForFold(t, 10*time.Minute)
+
+	cli := s.startBackfillCLI(t, "user_activity", s.opts.Dir, "--engine", "cluster", "--checkpoint", "500ms", "--grace", "0s", "--copy-all")
+	store := backfillrecord.Store{CQL: s.session, Keyspace: s.keyspace}
+	var rec *backfillrecord.Record
+	testenv.WaitFor(t, 5*time.Minute, "a checkpoint of the run on the cluster", func() bool {
+		r, err := store.Unfinished(t.Context(), "user_activity")
+		rec = r
+		return err == nil && r != nil && r.Fused != nil && (r.Fused.Events >= int64(len(events)/10) || r.Fused.Done)
+	})
+	pid := runnerProcess(t, rec.Stages[len(rec.Stages)-1].Name+"-runner")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing the runner: %v", err)
+	}
+	killed, err := store.ByTable(t.Context(), "user_activity", rec.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if killed.Fused.Done {
+		t.Fatalf("the run was done before its runner could be killed (%d events): make the ledger longer", killed.Fused.Events)
+	}
+	t.Logf("the runner (pid %d) killed with %d of %d ledger events confirmed written, in run %d", pid, killed.Fused.Events, len(events), killed.Fused.Runs)
+	if err := cli.Process.Kill(); err != nil {
+		t.Fatalf("killing foldline backfill: %v", err)
+	}
+	_ = cli.Wait()
+	testenv.WaitFor(t, 5*time.Minute, "the run done on the cluster, with no CLI", func() bool {
+		r, err := store.ByTable(t.Context(), "user_activity", rec.Table)
+		rec = r
+		return err == nil && r != nil && r.Fused != nil && r.Fused.Done
+	})
+	// A resumed run reads its checkpoint's entry again (500 events here).
+	if rec.Fused.Runs <= killed.Fused.Runs || rec.Fused.Events > int64(len(events)+1000) {
+		t.Errorf("the run %+v, want done in more runs than %d, reading the ledger (%d events) about once", rec.Fused, killed.Fused.Runs, len(events))
+	}
+	s.ingest(t, generate(t, 2000, 29))
+
+	opts := s.backfillOptions("user_activity", s.opts.Dir)
+	opts.Grace, opts.GraceSet = 0, true
+	var out strings.Builder
+	opts.ErrOut = io.MultiWriter(&out, testenv.LogWriter{T: t})
+	res, err := backfill.Run(t.Context(), opts, true)
+	if err != nil {
+		t.Fatalf("foldline backfill --watch after the kills: %v", err)
+	}
+	if res.Table != rec.Table || res.State != backfill.StateSwitched {
+		t.Fatalf("result %+v, want %s switched", res, rec.Table)
+	}
+	if runner := "deleted function " + rec.Stages[len(rec.Stages)-1].FullName() + "-runner"; !strings.Contains(out.String(), runner) {
+		t.Errorf("foldline backfill --watch did not remove the runner, whose run was done: want %q", runner)
+	}
+	s.ingest(t, generate(t, 2000, 30))
+	s.produce(t, s.ledger[:3]) // the first events again, past ingest's own dedup: the copy's dedup knows their ids
+	s.waitForFold(t, 5*time.Minute)
+}
+
+// runnerProcess returns the process of the functions worker's instance of
+// the function named name (the worker runs it from a folder named after
+// it), waiting until it runs.
+func runnerProcess(t testing.TB, name string) int {
+	t.Helper()
+	var pid int
+	testenv.WaitFor(t, 2*time.Minute, "the runner's process", func() bool {
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			cmdline, err := os.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			args := strings.Split(string(cmdline), "\x00")
+			if strings.Contains(args[0], "/"+name+"/") && !slices.Contains(args, "-local") {
+				pid, _ = strconv.Atoi(strings.Split(p, "/")[2])
+				return pid > 0
+			}
+		}
+		return false
+	})
+	return pid
 }

@@ -168,6 +168,19 @@ func (r *Record) FusedUnfinished() bool {
 	return r.State == StateRunning && r.Engine == "fused" && r.Fused != nil && !r.Fused.Done
 }
 
+// ClusterUnfinished reports whether r is a backfill whose fused run on the
+// cluster (its runner) has not finished.
+func (r *Record) ClusterUnfinished() bool {
+	return r.State == StateRunning && r.Engine == "cluster" && (r.Fused == nil || !r.Fused.Done)
+}
+
+// FusedDone reports whether r is a running backfill whose fused run, on a
+// CLI's machine or on the cluster, is done: its copy is deployed from
+// there, or is to be.
+func (r *Record) FusedDone() bool {
+	return r.State == StateRunning && (r.Engine == "fused" || r.Engine == "cluster") && r.Fused != nil && r.Fused.Done
+}
+
 // FusedStalled reports whether r's fused run has not finished and missed
 // heartbeats for five of its intervals (at least two seconds): the CLI
 // that ran it died, and another may resume it.

@@ -56,18 +56,29 @@ func TestReadRefuses(t *testing.T) {
 	}
 }
 
-// The generated main is gofmt'ed Go that calls MainChain with each
+// The generated mains are gofmt'ed Go that call MainChain (a chain) or
+// the runner's Main (a backfill's runner on the cluster) with each
 // transformation, in order.
 func TestSource(t *testing.T) {
-	src := Source([]Transformation{{"example.com/m/validate", "Transformation"}, {"example.com/m/ua", "T"}})
-	formatted, err := format.Source(src)
-	if err != nil {
-		t.Fatalf("not Go: %v\n%s", err, src)
-	}
-	if string(formatted) != string(src) {
-		t.Errorf("not gofmt'ed:\n%s", src)
-	}
-	if !strings.Contains(string(src), "run.MainChain(t0.Transformation, t1.T)") || !strings.Contains(string(src), `t1 "example.com/m/ua"`) {
-		t.Errorf("source:\n%s", src)
+	ts := []Transformation{{"example.com/m/validate", "Transformation"}, {"example.com/m/ua", "T"}}
+	for _, tc := range []struct {
+		src       []byte
+		call, pkg string
+	}{
+		{Source(ts), "run.MainChain(t0.Transformation, t1.T)", `run "` + RunPackage + `"`},
+		{RunnerSource(ts), "runner.Main(t0.Transformation, t1.T)", `runner "` + RunnerPackage + `"`},
+	} {
+		formatted, err := format.Source(tc.src)
+		if err != nil {
+			t.Fatalf("not Go: %v\n%s", err, tc.src)
+		}
+		if string(formatted) != string(tc.src) {
+			t.Errorf("not gofmt'ed:\n%s", tc.src)
+		}
+		for _, want := range []string{tc.call, tc.pkg, `t1 "example.com/m/ua"`} {
+			if !strings.Contains(string(tc.src), want) {
+				t.Errorf("source without %s:\n%s", want, tc.src)
+			}
+		}
 	}
 }

@@ -2,11 +2,13 @@ package localrun
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
 	"os"
 	"reflect"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -40,8 +42,8 @@ func shopEvents(t testing.TB, n int) []Message {
 	return events
 }
 
-// startShopPath starts the shop's user_activity path.
-func startShopPath(t testing.TB) *Pipeline {
+// shopPath returns the shop's user_activity path.
+func shopPath(t testing.TB) []*manifest.Stage {
 	t.Helper()
 	set, err := manifest.Load(testenv.ShopManifestsDir())
 	if err != nil {
@@ -51,7 +53,13 @@ func startShopPath(t testing.TB) *Pipeline {
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	p, err := Start(t.Context(), graph, "user_activity", &gobuild.Builder{Dir: gobuild.ModuleDir(".")}, nil)
+	return graph.PathTo("user_activity")
+}
+
+// startShopPath starts the shop's user_activity path.
+func startShopPath(t testing.TB) *Pipeline {
+	t.Helper()
+	p, err := StartPath(t.Context(), shopPath(t), &gobuild.Builder{Dir: gobuild.ModuleDir(".")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +104,12 @@ type pathRun struct {
 // of batch, streamed.
 func runShopPath(t *testing.T, events []Message, batch int) pathRun {
 	t.Helper()
-	p := startShopPath(t)
+	return runPath(t, startShopPath(t), events, batch)
+}
+
+// runPath is runShopPath on p, which it closes.
+func runPath(t *testing.T, p *Pipeline, events []Message, batch int) pathRun {
+	t.Helper()
 	defer func() {
 		if err := p.Close(); err != nil {
 			t.Error(err)
@@ -187,6 +200,42 @@ func TestChainGivesWhatProcessesGive(t *testing.T) {
 		if !reflect.DeepEqual(chained.ops[i], separate.ops[i]) {
 			t.Fatalf("operation %d: chained %+v, separate %+v", i, chained.ops[i], separate.ops[i])
 		}
+	}
+}
+
+// A backfill's runner (BuildRunner), run as the path's chain
+// (StartPathChained, as the runner runs itself on the worker), gives what
+// the path gives as StartPath runs it: the same operations, dead letters
+// and states. A path whose functions do not each read the one before is
+// refused.
+func TestRunnerRunsThePath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the shop's functions")
+	}
+	events := shopEvents(t, 6000)
+	want := runShopPath(t, events, 2000)
+	path := shopPath(t)
+	host := gobuild.Platform{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}
+	bin, err := BuildRunner(t.Context(), path, &gobuild.Builder{Dir: gobuild.ModuleDir("."), Platform: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := StartPathChained(t.Context(), path, bin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := runPath(t, p, events, 2000)
+	if len(got.ops) < 4000 || len(got.letters) < 50 {
+		t.Fatalf("the run covers too little: %d operations, %d dead letters", len(got.ops), len(got.letters))
+	}
+	if !reflect.DeepEqual(got.ops, want.ops) || !slices.Equal(got.letters, want.letters) || !reflect.DeepEqual(got.states, want.states) {
+		t.Errorf("the runner's chain gave %d operations, %d dead letters, %d dedup states; the path %d, %d, %d (equal: %v %v %v)",
+			len(got.ops), len(got.letters), len(got.states["dedup"]), len(want.ops), len(want.letters), len(want.states["dedup"]),
+			reflect.DeepEqual(got.ops, want.ops), slices.Equal(got.letters, want.letters), reflect.DeepEqual(got.states, want.states))
+	}
+	gap := []*manifest.Stage{path[0], path[2], path[3]} // validate left out
+	if _, err := StartPathChained(t.Context(), gap, bin, nil); !errors.Is(err, ErrNotChained) {
+		t.Errorf("a path with a gap: %v, want ErrNotChained", err)
 	}
 }
 

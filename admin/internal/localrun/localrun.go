@@ -170,7 +170,13 @@ func startChain(ctx context.Context, functions []*manifest.Stage, sinkInput stri
 // more, each reading what the one before writes, the last writing
 // sinkInput, and ChainEnv not off.
 func isChain(functions []*manifest.Stage, sinkInput string) bool {
-	if len(functions) < 2 || os.Getenv(ChainEnv) == "off" {
+	return len(functions) >= 2 && os.Getenv(ChainEnv) != "off" && linked(functions, sinkInput)
+}
+
+// linked reports whether functions, one or more, each read what the one
+// before writes, the last writing sinkInput.
+func linked(functions []*manifest.Stage, sinkInput string) bool {
+	if len(functions) == 0 {
 		return false
 	}
 	for i, st := range functions[1:] {
@@ -183,17 +189,63 @@ func isChain(functions []*manifest.Stage, sinkInput string) bool {
 
 // buildChain builds the chain binary of functions.
 func buildChain(ctx context.Context, functions []*manifest.Stage, builder *gobuild.Builder) (gobuild.Binary, error) {
+	ts, err := transformations(functions, builder)
+	if err != nil {
+		return gobuild.Binary{}, err
+	}
+	return builder.BuildGenerated(ctx, chainmain.Source(ts))
+}
+
+// transformations returns what the one-line mains of functions run.
+func transformations(functions []*manifest.Stage, builder *gobuild.Builder) ([]chainmain.Transformation, error) {
 	ts := make([]chainmain.Transformation, len(functions))
 	for i, st := range functions {
 		dir, err := builder.PackageDir(st.Binary)
 		if err != nil {
-			return gobuild.Binary{}, err
+			return nil, err
 		}
 		if ts[i], err = chainmain.Read(dir); err != nil {
-			return gobuild.Binary{}, err
+			return nil, fmt.Errorf("function %s: %w", st.Name, err)
 		}
 	}
-	return builder.BuildGenerated(ctx, chainmain.Source(ts))
+	return ts, nil
+}
+
+// BuildRunner builds, with builder (for its platform), the runner of a
+// backfill of path on the cluster (chainmain.RunnerSource): one binary
+// that the functions worker runs as the backfill's driver, and that runs
+// every function of path as one local chain (StartPathChained). Every
+// function of path must be a transformation's one-line main, each reading
+// what the one before writes.
+func BuildRunner(ctx context.Context, path []*manifest.Stage, builder *gobuild.Builder) (gobuild.Binary, error) {
+	functions, sinkInput := splitPath(path)
+	if !linked(functions, sinkInput) {
+		return gobuild.Binary{}, fmt.Errorf("the path's functions do not each read what the one before writes: %w", ErrNotChained)
+	}
+	ts, err := transformations(functions, builder)
+	if err != nil {
+		return gobuild.Binary{}, fmt.Errorf("%w: %w", err, ErrNotChained)
+	}
+	return builder.BuildGenerated(ctx, chainmain.RunnerSource(ts))
+}
+
+// ErrNotChained is wrapped by BuildRunner's and StartPathChained's errors
+// about a path whose functions cannot run as one chain.
+var ErrNotChained = errors.New("the path cannot run as one chain")
+
+// StartPathChained is StartPath for a path whose functions all run in
+// bin, as one chain (a runner of BuildRunner's, running itself): nothing
+// is built.
+func StartPathChained(ctx context.Context, path []*manifest.Stage, bin gobuild.Binary, epochs map[string]string) (*Pipeline, error) {
+	functions, sinkInput := splitPath(path)
+	if !linked(functions, sinkInput) {
+		return nil, fmt.Errorf("the path's functions do not each read what the one before writes: %w", ErrNotChained)
+	}
+	s, err := startBinary(ctx, bin, functions, epochs)
+	if err != nil {
+		return nil, err
+	}
+	return &Pipeline{DeadLetters: map[string]int64{}, sinkInput: sinkInput, stages: []*stage{s}}, nil
 }
 
 // PrepareChain builds, with builder, the binary StartPath runs path's
