@@ -118,7 +118,7 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	}
 	var path *localrun.Pipeline
 	if opts.chain != nil {
-		path, err = localrun.StartPathChained(ctx, forked, *opts.chain, epochs)
+		path, err = localrun.StartPathChained(ctx, forked, *opts.chain, epochs, opts.ErrOut)
 	} else {
 		path, err = localrun.StartPath(ctx, forked, localBuilder(opts), epochs)
 	}

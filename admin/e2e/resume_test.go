@@ -15,6 +15,7 @@ import (
 
 	"github.com/foldline/foldline/admin/backfill"
 	"github.com/foldline/foldline/admin/internal/backfillrecord"
+	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/internal/testenv"
 )
 
@@ -227,6 +228,30 @@ func TestClusterBackfillSurvivesItsRunner(t *testing.T) {
 	}
 	s.ingest(t, generate(t, 2000, 30))
 	s.produce(t, s.ledger[:3]) // the first events again, past ingest's own dedup: the copy's dedup knows their ids
+	s.waitForFold(t, 5*time.Minute)
+
+	// An abort while a run goes on on the cluster removes its runner.
+	cli = s.startBackfillCLI(t, "user_activity", s.opts.Dir, "--engine", "cluster", "--grace", "0s")
+	runner := runnerProcess(t, "user_activity_v3-sink-runner")
+	if err := cli.Process.Kill(); err != nil {
+		t.Fatalf("killing foldline backfill: %v", err)
+	}
+	_ = cli.Wait()
+	aborted, err := backfill.Abort(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("aborting the backfill on the cluster: %v", err)
+	}
+	if aborted.Table != "user_activity_v3" {
+		t.Errorf("aborted %s, want user_activity_v3", aborted.Table)
+	}
+	clients, err := pulsarx.Connect(s.svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients.Functions.GetFunctionWithContext(t.Context(), s.tenant, "pipeline", "user_activity_v3-sink-runner"); !pulsarx.IsNotFound(err) {
+		t.Errorf("the runner after the abort: %v, want not found", err)
+	}
+	testenv.WaitFor(t, time.Minute, "the runner's process gone", func() bool { return syscall.Kill(runner, 0) != nil })
 	s.waitForFold(t, 5*time.Minute)
 }
 

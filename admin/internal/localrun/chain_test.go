@@ -220,7 +220,7 @@ func TestRunnerRunsThePath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := StartPathChained(t.Context(), path, bin, nil)
+	p, err := StartPathChained(t.Context(), path, bin, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestRunnerRunsThePath(t *testing.T) {
 			reflect.DeepEqual(got.ops, want.ops), slices.Equal(got.letters, want.letters), reflect.DeepEqual(got.states, want.states))
 	}
 	gap := []*manifest.Stage{path[0], path[2], path[3]} // validate left out
-	if _, err := StartPathChained(t.Context(), gap, bin, nil); !errors.Is(err, ErrNotChained) {
+	if _, err := StartPathChained(t.Context(), gap, bin, nil, nil); !errors.Is(err, ErrNotChained) {
 		t.Errorf("a path with a gap: %v, want ErrNotChained", err)
 	}
 }

@@ -123,12 +123,17 @@ func StartPath(ctx context.Context, path []*manifest.Stage, builder *gobuild.Bui
 			p.stages = append(p.stages, s)
 		}
 	}
-	if len(p.stages) > 0 && p.stages[0].confinement.Missing != "" && builder.Progress != nil {
-		// The functions are the tenant's code, on the machine (and with
-		// the user) that runs this command: say what they may reach.
-		fmt.Fprintf(builder.Progress, "running the path's functions on this machine with their %s\n", p.stages[0].confinement)
-	}
+	p.sayConfinement(builder.Progress)
 	return p, nil
+}
+
+// sayConfinement says on progress (when set) what the path's functions
+// may reach, when their confinement misses something: they are the
+// tenant's code, on the machine (and with the user) that runs them.
+func (p *Pipeline) sayConfinement(progress io.Writer) {
+	if len(p.stages) > 0 && p.stages[0].confinement.Missing != "" && progress != nil {
+		fmt.Fprintf(progress, "running the path's functions on this machine with their %s\n", p.stages[0].confinement)
+	}
 }
 
 // ChainEnv, set to "off", runs every function of a path in a process of
@@ -219,7 +224,7 @@ func transformations(functions []*manifest.Stage, builder *gobuild.Builder) ([]c
 // what the one before writes.
 func BuildRunner(ctx context.Context, path []*manifest.Stage, builder *gobuild.Builder) (gobuild.Binary, error) {
 	functions, sinkInput := splitPath(path)
-	if !linked(functions, sinkInput) {
+	if len(functions) > 0 && !linked(functions, sinkInput) {
 		return gobuild.Binary{}, fmt.Errorf("the path's functions do not each read what the one before writes: %w", ErrNotChained)
 	}
 	ts, err := transformations(functions, builder)
@@ -235,9 +240,13 @@ var ErrNotChained = errors.New("the path cannot run as one chain")
 
 // StartPathChained is StartPath for a path whose functions all run in
 // bin, as one chain (a runner of BuildRunner's, running itself): nothing
-// is built.
-func StartPathChained(ctx context.Context, path []*manifest.Stage, bin gobuild.Binary, epochs map[string]string) (*Pipeline, error) {
+// is built. progress, when set, is told what the confinement misses.
+func StartPathChained(ctx context.Context, path []*manifest.Stage, bin gobuild.Binary, epochs map[string]string, progress io.Writer) (*Pipeline, error) {
 	functions, sinkInput := splitPath(path)
+	p := &Pipeline{DeadLetters: map[string]int64{}, sinkInput: sinkInput}
+	if len(functions) == 0 {
+		return p, nil // a copy of the sink alone: what it reads goes to it
+	}
 	if !linked(functions, sinkInput) {
 		return nil, fmt.Errorf("the path's functions do not each read what the one before writes: %w", ErrNotChained)
 	}
@@ -245,7 +254,9 @@ func StartPathChained(ctx context.Context, path []*manifest.Stage, bin gobuild.B
 	if err != nil {
 		return nil, err
 	}
-	return &Pipeline{DeadLetters: map[string]int64{}, sinkInput: sinkInput, stages: []*stage{s}}, nil
+	p.stages = []*stage{s}
+	p.sayConfinement(progress)
+	return p, nil
 }
 
 // PrepareChain builds, with builder, the binary StartPath runs path's
