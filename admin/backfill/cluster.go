@@ -67,21 +67,12 @@ type clusterJob struct {
 	Checkpoint time.Duration     `json:"checkpoint,omitempty"`
 }
 
-// runnerStage names rec's runner and its input topic: beside the copy's
-// sink (forked's last stage), after it.
-func runnerStage(forked []*manifest.Stage) *manifest.Stage {
-	sink := forked[len(forked)-1]
-	name := sink.Name + "-runner"
-	return &manifest.Stage{Tenant: sink.Tenant, Namespace: sink.Namespace, Name: name, SubName: name,
-		Inputs: []string{"persistent://" + sink.Tenant + "/" + sink.Namespace + "/" + name + "-job"}}
-}
-
 // fuseOnCluster runs rec's fused run on the cluster: it builds and deploys
 // the runner, unless it runs already (a CLI that died started it), starts
 // it with the job, and waits until the run is done, saying how far it got;
 // then it removes the runner. The run goes on without this CLI.
 func (e *env) fuseOnCluster(ctx context.Context, opts Options, forked []*manifest.Stage, rec *backfillrecord.Record) error {
-	st := runnerStage(forked)
+	st := backfillrecord.RunnerOf(forked)
 	_, err := e.pulsar.Functions.GetFunctionWithContext(ctx, st.Tenant, st.Namespace, st.Name)
 	switch {
 	case pulsarx.IsNotFound(err):
@@ -103,7 +94,7 @@ func (e *env) fuseOnCluster(ctx context.Context, opts Options, forked []*manifes
 // removeRunner deletes the runner of the backfill of forked (the copy's
 // stages) and its topics.
 func (e *env) removeRunner(ctx context.Context, opts Options, forked []*manifest.Stage) ([]string, error) {
-	st := runnerStage(forked)
+	st := backfillrecord.RunnerOf(forked)
 	deleted, err := e.deleteStages(ctx, []*manifest.Stage{st}, opts.ErrOut)
 	if err != nil {
 		return deleted, err

@@ -20,7 +20,8 @@ type backfilled struct {
 	// alone.
 	retired map[string]string
 	// carrying are the backfills' stages that may run: those of running,
-	// switching and switched backfills (destroy removes them too).
+	// switching and switched backfills, and the runners of those running
+	// on the cluster (destroy removes them too).
 	carrying []*manifest.Stage
 	// records are the keyspace's backfill records.
 	records []*backfillrecord.Record
@@ -54,6 +55,9 @@ func readBackfilled(ctx context.Context, s *session) (*backfilled, error) {
 	for _, r := range records {
 		if r.Unfinished() || r.MayCarry() {
 			b.carrying = append(b.carrying, backfillrecord.StagesOf(r.Stages)...)
+		}
+		if runner := r.Runner(); runner != nil {
+			b.carrying = append(b.carrying, runner)
 		}
 	}
 	onManifestPath := map[string]bool{}

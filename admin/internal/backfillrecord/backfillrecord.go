@@ -90,6 +90,25 @@ func StagesOf(refs []StageRef) []*manifest.Stage {
 	return stages
 }
 
+// RunnerOf names the runner of a backfill on the cluster (foldline backfill
+// --engine cluster) whose copy is forked (the sink last) and its input, the
+// topic of its job: a function beside the copy's sink, after it.
+func RunnerOf(forked []*manifest.Stage) *manifest.Stage {
+	sink := forked[len(forked)-1]
+	name := sink.Name + "-runner"
+	return &manifest.Stage{Tenant: sink.Tenant, Namespace: sink.Namespace, Name: name, SubName: name,
+		Inputs: []string{"persistent://" + sink.Tenant + "/" + sink.Namespace + "/" + name + "-job"}}
+}
+
+// Runner returns r's runner (RunnerOf) while r runs on the cluster, else
+// nil.
+func (r *Record) Runner() *manifest.Stage {
+	if r.Engine != "cluster" || !r.Unfinished() || len(r.Stages) == 0 {
+		return nil
+	}
+	return RunnerOf(StagesOf(r.Stages))
+}
+
 // Record is one backfill of one view into one new table.
 type Record struct {
 	View string `json:"view"`

@@ -156,3 +156,26 @@ func TestTableVersion(t *testing.T) {
 		}
 	}
 }
+
+// A backfill running on the cluster has a runner beside its copy's sink,
+// reading its job topic; once it is over, or on another engine, none.
+func TestRunner(t *testing.T) {
+	stages := []StageRef{
+		{Kind: "function", Name: "validate-bf-v_v2", Tenant: "shop", Namespace: "pipeline"},
+		{Kind: "sink", Name: "v_v2-sink", Tenant: "shop", Namespace: "pipeline"},
+	}
+	r := &Record{State: StateRunning, Engine: "cluster", Stages: stages}
+	runner := r.Runner()
+	if runner == nil || runner.FullName() != "shop/pipeline/v_v2-sink-runner" || runner.SubName != runner.Name ||
+		len(runner.Inputs) != 1 || runner.Inputs[0] != "persistent://shop/pipeline/v_v2-sink-runner-job" {
+		t.Fatalf("runner %+v", runner)
+	}
+	for _, other := range []*Record{
+		{State: StateSwitched, Engine: "cluster", Stages: stages},
+		{State: StateRunning, Engine: "fused", Stages: stages},
+	} {
+		if got := other.Runner(); got != nil {
+			t.Errorf("%s %s backfill: runner %+v, want none", other.State, other.Engine, got)
+		}
+	}
+}
