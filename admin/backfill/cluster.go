@@ -83,6 +83,14 @@ func (e *env) fuseOnCluster(ctx context.Context, opts Options, forked []*manifes
 		return fmt.Errorf("reading function %s: %w", st.FullName(), err)
 	default:
 		fmt.Fprintf(opts.ErrOut, "the backfill of %s runs on the cluster as function %s: following it\n", rec.View, st.FullName())
+		if rec.Fused == nil || rec.Fused.Runs == 0 {
+			// No run started yet: the CLI that deployed it may have died
+			// before it sent the job. A second job waits behind the first
+			// and finds the run done.
+			if err := e.sendJob(ctx, opts, rec, st); err != nil {
+				return err
+			}
+		}
 	}
 	if err := e.awaitRunner(ctx, opts, rec, st); err != nil {
 		return err
@@ -114,14 +122,6 @@ func (e *env) startRunner(ctx context.Context, opts Options, forked []*manifest.
 	if err != nil {
 		return fmt.Errorf("building the runner of the backfill of %s on the cluster (--engine fused runs it on this machine, --engine deployed stage by stage): %w", rec.View, err)
 	}
-	files, err := manifestFiles(opts.Dir)
-	if err != nil {
-		return err
-	}
-	job, err := json.Marshal(clusterJob{View: rec.View, Table: rec.Table, Tenant: opts.Target.Tenant, Manifests: files, Checkpoint: opts.Checkpoint})
-	if err != nil {
-		return fmt.Errorf("encoding the job of the backfill of %s: %w", rec.View, err)
-	}
 	uc := map[string]any{
 		runnerPulsarURL: opts.Services.PulsarURL, runnerAdminURL: opts.Services.PulsarAdminURL,
 		runnerHosts: opts.Services.SinkHosts(), runnerMaxRetries: runnerRetries,
@@ -131,6 +131,23 @@ func (e *env) startRunner(ctx context.Context, opts Options, forked []*manifest.
 	}
 	if err := deploy.CreateJob(ctx, opts.Options, e.pulsar, e.cql, e.set, deploy.Job{Stage: st, Binary: bin, UserConfig: uc, MemoryLimitMB: runnerMemoryLimit}); err != nil {
 		return err
+	}
+	if err := e.sendJob(ctx, opts, rec, st); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.ErrOut, "the backfill of %s runs on the cluster as function %s (foldline backfill --watch %s follows it; this command may stop)\n", rec.View, st.FullName(), rec.View)
+	return nil
+}
+
+// sendJob sends the runner st the job of rec: the manifests of opts.
+func (e *env) sendJob(ctx context.Context, opts Options, rec *backfillrecord.Record, st *manifest.Stage) error {
+	files, err := manifestFiles(opts.Dir)
+	if err != nil {
+		return err
+	}
+	job, err := json.Marshal(clusterJob{View: rec.View, Table: rec.Table, Tenant: opts.Target.Tenant, Manifests: files, Checkpoint: opts.Checkpoint})
+	if err != nil {
+		return fmt.Errorf("encoding the job of the backfill of %s: %w", rec.View, err)
 	}
 	client, err := pulsarx.NewClient(opts.Services)
 	if err != nil {
@@ -145,7 +162,6 @@ func (e *env) startRunner(ctx context.Context, opts Options, forked []*manifest.
 	if _, err := producer.Send(ctx, &pulsar.ProducerMessage{Payload: job}); err != nil {
 		return fmt.Errorf("sending the backfill of %s to its runner: %w", rec.View, err)
 	}
-	fmt.Fprintf(opts.ErrOut, "the backfill of %s runs on the cluster as function %s (foldline backfill --watch %s follows it; this command may stop)\n", rec.View, st.FullName(), rec.View)
 	return nil
 }
 
