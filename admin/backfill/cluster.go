@@ -43,7 +43,6 @@ const (
 	runnerAdminURL    = "foldlineAdminURL"
 	runnerHosts       = "hosts"
 	runnerTrustCerts  = "foldlineTLSTrustCerts"
-	runnerMaxRetries  = "maxRetries"
 	runnerMemoryLimit = 1024
 )
 
@@ -107,14 +106,16 @@ func (e *env) removeRunner(ctx context.Context, opts Options, forked []*manifest
 	if err != nil {
 		return deleted, err
 	}
-	// The runtime's default dead-letter topic: the job's, had it failed
-	// for good.
-	topics := []string{st.Inputs[0], "persistent://" + st.Tenant + "/" + st.Namespace + "/" + st.Name + "-DLQ"}
+	topics := []string{st.Inputs[0], runnerDeadLetters(st)}
 	if err := deploy.DeleteTopics(ctx, e.pulsar, topics); err != nil {
 		return deleted, err
 	}
 	return append(deleted, topics...), nil
 }
+
+// runnerDeadLetters is the dead-letter topic of the runner st: where its
+// job goes if it fails for good.
+func runnerDeadLetters(st *manifest.Stage) string { return st.Inputs[0] + "-DLQ" }
 
 // startRunner builds rec's runner, deploys it as st and sends it its job.
 func (e *env) startRunner(ctx context.Context, opts Options, forked []*manifest.Stage, rec *backfillrecord.Record, st *manifest.Stage) error {
@@ -124,7 +125,8 @@ func (e *env) startRunner(ctx context.Context, opts Options, forked []*manifest.
 	}
 	uc := map[string]any{
 		runnerPulsarURL: opts.Services.PulsarURL, runnerAdminURL: opts.Services.PulsarAdminURL,
-		runnerHosts: opts.Services.SinkHosts(), runnerMaxRetries: runnerRetries,
+		runnerHosts: opts.Services.SinkHosts(), manifest.UserConfigMaxRetries: runnerRetries,
+		manifest.UserConfigDeadLetterTopic: runnerDeadLetters(st),
 	}
 	if opts.Services.PulsarTLSTrustCertsFile != "" {
 		uc[runnerTrustCerts] = opts.Services.PulsarTLSTrustCertsFile

@@ -189,16 +189,24 @@ func (s *shop) killedFusedRun(b *testing.B, opts backfill.Options, events int64)
 		return err == nil && r != nil && r.FusedStalled(time.Now())
 	})
 	opts.Engine = backfill.EngineFused
-	start = time.Now()
+	return killed, timedToSwitch(b, opts, "resuming the killed fused backfill")
+}
+
+// timedToSwitch runs the backfill of opts (what says which), checks that
+// its table is identical to the old one, and returns the time from its
+// start to the switch.
+func timedToSwitch(b *testing.B, opts backfill.Options, what string) time.Duration {
+	b.Helper()
+	start := time.Now()
 	opts.ErrOut = &sinceWriter{w: os.Stderr, start: start}
 	res, err := backfill.Run(b.Context(), opts, false)
 	if err != nil {
-		b.Fatalf("resuming the killed fused backfill: %v", err)
+		b.Fatalf("%s: %v", what, err)
 	}
 	if res.Diff == nil || !res.Diff.Identical() {
-		b.Fatalf("the resumed fused replay differs: %v", res.Diff)
+		b.Fatalf("%s: the table differs: %v", what, res.Diff)
 	}
-	return killed, res.SwitchedAt.Sub(start)
+	return res.SwitchedAt.Sub(start)
 }
 
 // clusterRun runs the backfill of opts (its path copied whole) on the
@@ -210,16 +218,7 @@ func (s *shop) clusterRun(b *testing.B, opts backfill.Options) time.Duration {
 	if _, err := localrun.BuildRunner(b.Context(), benchPath(b, opts), opts.NewBuilder()); err != nil {
 		b.Fatalf("building the runner: %v", err)
 	}
-	start := time.Now()
-	opts.ErrOut = &sinceWriter{w: os.Stderr, start: start}
-	res, err := backfill.Run(b.Context(), opts, false)
-	if err != nil {
-		b.Fatalf("backfilling on the cluster: %v", err)
-	}
-	if res.Diff == nil || !res.Diff.Identical() {
-		b.Fatalf("the replay on the cluster differs: %v", res.Diff)
-	}
-	return res.SwitchedAt.Sub(start)
+	return timedToSwitch(b, opts, "backfilling on the cluster")
 }
 
 // prebuildChain builds, before the clock, the binary the fused engine runs
