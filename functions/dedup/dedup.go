@@ -53,62 +53,112 @@ const UserConfigIDBuckets = "idBuckets"
 
 // DefaultIDBuckets is the buckets per key when the user config sets none:
 // a save rewrites a 64th of a key's ids, and a key costs at most 64 reads
-// of its states before they are all in memory. Each input encodes its
-// bucket's ids (the state's snapshot), so the stage's CPU per event grows
-// with the ids per bucket (docs/ingestion.md, Limits).
+// of its states before they are all in memory. Each save encodes its
+// bucket's ids, so a deployed stage's CPU per save grows with the ids per
+// bucket (docs/ingestion.md, Limits).
 const DefaultIDBuckets = 64
 
 // MaxIDBuckets bounds idBuckets: a bucket's state key ends with its number
 // in three hexadecimal digits.
 const MaxIDBuckets = 4096
 
-// State is a bucket's state: the ids seen under its key that fall in it,
-// sorted, each once.
+// State is a bucket's state: the ids seen under its key that fall in it.
 //
-// Every input encodes its bucket's state (its snapshot), so encoding is
-// the stage's hot path. Kept sorted, the ids are written as they are:
-// encoding/json's map encoding (reflection, a sort of the keys on every
-// encode) and then a sort of our own took most of the stage's CPU on a
-// long ledger (perf: scripts/soak, then the fused backfill's chain). A
-// lookup is a binary search, an insert a copy of the ids after it.
+// It is a keyed.ImmutableState: Add returns a new State and never changes
+// the one it is called on, so the store keeps states as they are and
+// encodes one only when it is saved (deployed: once per save, on the
+// save's goroutine) or exported (a local run's checkpoint), not after
+// every input: on a long ledger, a bucket's encoding per input was most of
+// the stage's CPU (perf: the fused backfill's chain, 1 000 000 events).
+//
+// The ids are in two sorted slices, no id in both: base, and recent, the
+// ids added since base was last rebuilt. An Add copies recent with the new
+// id (a copy of base, with recent merged in, once recent holds about the
+// square root of base's length), so an Add costs about the square root of
+// the ids in its bucket, and a lookup is two binary searches.
 type State struct {
-	IDs []string
+	base, recent []string
+}
+
+// StateOf returns the state that holds ids.
+func StateOf(ids ...string) State {
+	list := slices.Sorted(slices.Values(ids))
+	return State{base: slices.Compact(list)}
+}
+
+// ImmutableState marks State as a keyed.ImmutableState.
+func (State) ImmutableState() {}
+
+// Len returns how many ids the state holds.
+func (s State) Len() int { return len(s.base) + len(s.recent) }
+
+// IDs returns the state's ids, sorted.
+func (s State) IDs() []string {
+	ids := make([]string, 0, s.Len())
+	s.each(func(id string) { ids = append(ids, id) })
+	return ids
+}
+
+// each calls f with every id, in order.
+func (s State) each(f func(string)) {
+	b, r := s.base, s.recent
+	for len(b) > 0 || len(r) > 0 {
+		if len(r) == 0 || (len(b) > 0 && b[0] < r[0]) {
+			f(b[0])
+			b = b[1:]
+		} else {
+			f(r[0])
+			r = r[1:]
+		}
+	}
 }
 
 // Has reports whether id is among the state's ids.
 func (s State) Has(id string) bool {
-	_, found := slices.BinarySearch(s.IDs, id)
+	if _, found := slices.BinarySearch(s.recent, id); found {
+		return true
+	}
+	_, found := slices.BinarySearch(s.base, id)
 	return found
 }
 
-// Add returns the state with id among its ids.
+// Add returns the state with id among its ids; s is left as it was.
 func (s State) Add(id string) State {
-	i, found := slices.BinarySearch(s.IDs, id)
-	if !found {
-		s.IDs = slices.Insert(s.IDs, i, id)
+	i, found := slices.BinarySearch(s.recent, id)
+	if found || s.Has(id) {
+		return s
 	}
-	return s
+	recent := make([]string, len(s.recent)+1)
+	copy(recent, s.recent[:i])
+	recent[i] = id
+	copy(recent[i+1:], s.recent[i:])
+	if len(recent)*len(recent) <= max(len(s.base), 256) {
+		return State{base: s.base, recent: recent}
+	}
+	base := make([]string, 0, len(s.base)+len(recent))
+	State{base: s.base, recent: recent}.each(func(id string) { base = append(base, id) })
+	return State{base: base}
 }
 
-// AppendJSON appends the state as JSON, {"ids":["a","b"]} ({} for none):
-// what keyed.JSON writes for it (keyed.StateAppender), valid by
-// construction.
+// AppendJSON appends the state as JSON, {"ids":["a","b"]} with the ids
+// sorted ({} for none): what keyed.JSON writes for it (keyed.StateAppender),
+// valid by construction.
 func (s State) AppendJSON(buf []byte) []byte {
-	if len(s.IDs) == 0 {
+	if s.Len() == 0 {
 		return append(buf, "{}"...)
 	}
 	size := len(`{"ids":[]}`)
-	for _, id := range s.IDs {
-		size += len(id) + 3
-	}
+	s.each(func(id string) { size += len(id) + 3 })
 	buf = slices.Grow(buf, size)
 	buf = append(buf, `{"ids":[`...)
-	for i, id := range s.IDs {
-		if i > 0 {
+	first := true
+	s.each(func(id string) {
+		if !first {
 			buf = append(buf, ',')
 		}
+		first = false
 		buf = jsonwire.AppendString(buf, id)
-	}
+	})
 	return append(buf, "]}"...)
 }
 
@@ -125,7 +175,7 @@ func (s *State) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &wire); err != nil {
 		return fmt.Errorf("reading a dedup state: %w", err)
 	}
-	s.IDs = nil
+	*s = State{}
 	if len(wire.IDs) == 0 || string(wire.IDs) == "null" {
 		return nil
 	}
@@ -144,8 +194,7 @@ func (s *State) UnmarshalJSON(data []byte) error {
 	if len(list) == 0 {
 		return nil
 	}
-	slices.Sort(list)
-	s.IDs = slices.Compact(list)
+	*s = StateOf(list...)
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -30,7 +32,7 @@ func TestContract(t *testing.T) {
 		msg("u1", `{"id":"e-1","user":"u1","again":true}`, 4),
 		msg("u1", `not json`, 5),
 	)
-	transformtest.StateRoundTrips(t, dedup.State{IDs: []string{"e-1", "e-\u2028"}})
+	transformtest.StateRoundTrips(t, dedup.StateOf("e-1", "e-\u2028"))
 }
 
 // TestDistinct folds a stream through the stage, one process: what passes.
@@ -131,7 +133,7 @@ func TestBuckets(t *testing.T) {
 				if err != nil {
 					t.Fatalf("state %q: %v", key, err)
 				}
-				if got := len(state.(dedup.State).IDs); got != n {
+				if got := state.(dedup.State).Len(); got != n {
 					t.Errorf("state %q holds %d ids, want %d", key, got, n)
 				}
 			}
@@ -153,8 +155,8 @@ func TestStateJSON(t *testing.T) {
 		state = state.Add(id)
 	}
 	ids := []string{"\x00", "a\"<\u2028", "b", "é"}
-	if !slices.Equal(state.IDs, ids) || !state.Has("b") || state.Has("c") {
-		t.Fatalf("after Add: %q, want %q", state.IDs, ids)
+	if !slices.Equal(state.IDs(), ids) || !state.Has("b") || state.Has("c") {
+		t.Fatalf("after Add: %q, want %q", state.IDs(), ids)
 	}
 	data, err := json.Marshal(state)
 	if err != nil {
@@ -173,11 +175,11 @@ func TestStateJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(in), &back); err != nil {
 			t.Fatalf("%s: %v", in, err)
 		}
-		if !slices.Equal(back.IDs, ids) {
-			t.Errorf("%s read back as %q, want %q", in, back.IDs, ids)
+		if !slices.Equal(back.IDs(), ids) {
+			t.Errorf("%s read back as %q, want %q", in, back.IDs(), ids)
 		}
 		decoded, err := codec.Decode([]byte(in))
-		if err != nil || !slices.Equal(decoded.(dedup.State).IDs, ids) {
+		if err != nil || !slices.Equal(decoded.(dedup.State).IDs(), ids) {
 			t.Errorf("%s decoded by the codec as %v (%v), want %q", in, decoded, err, ids)
 		}
 	}
@@ -187,6 +189,42 @@ func TestStateJSON(t *testing.T) {
 	var bad dedup.State
 	if err := json.Unmarshal([]byte(`{"ids":[1]}`), &bad); err == nil {
 		t.Error("ids of numbers read without an error")
+	}
+}
+
+// TestStateNeverChanges: Add leaves the state it is called on as it was
+// (a keyed.ImmutableState, which the store keeps without encoding it),
+// across the rebuilds of its base; each state holds exactly the ids added
+// before it, and encodes as the same ids sorted in one slice do.
+func TestStateNeverChanges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var state dedup.State
+	var kept []dedup.State
+	var encodings []string
+	seen := map[string]bool{}
+	for i := range 5000 {
+		id := fmt.Sprintf("e-%d", rng.IntN(4000))
+		if state.Has(id) != seen[id] {
+			t.Fatalf("input %d: Has(%s) = %v, want %v", i, id, state.Has(id), seen[id])
+		}
+		seen[id] = true
+		state = state.Add(id)
+		if i%37 == 0 {
+			kept = append(kept, state)
+			encodings = append(encodings, string(state.AppendJSON(nil)))
+		}
+	}
+	for i, st := range kept {
+		if got := string(st.AppendJSON(nil)); got != encodings[i] {
+			t.Fatalf("state %d changed after later Adds", i)
+		}
+	}
+	want := slices.Sorted(maps.Keys(seen))
+	if !slices.Equal(state.IDs(), want) || state.Len() != len(want) {
+		t.Fatalf("%d ids, want %d", state.Len(), len(want))
+	}
+	if got, one := string(state.AppendJSON(nil)), string(dedup.StateOf(want...).AppendJSON(nil)); got != one {
+		t.Fatalf("encoded as %.80s…, want %.80s…", got, one)
 	}
 }
 

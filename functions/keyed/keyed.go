@@ -75,6 +75,34 @@ type Snapshot struct {
 	// Applied counts the inputs folded into the state, rejected ones
 	// included: the snapshot's version.
 	Applied int64
+	// value is the state itself while it is not yet encoded (State is nil
+	// then): an ImmutableState, encoded only when a backend needs its bytes.
+	value ImmutableState
+}
+
+// ImmutableState is a state that never changes once a transformation has
+// returned it: its methods give changed copies and leave the value they
+// are called on as it was (dedup.State). The store keeps such a state as
+// it is instead of encoding it after every input, and encodes it, with its
+// AppendJSON (what JSON's codec writes for it; it cannot fail), only when
+// bytes are needed: a save to a backend other than Memory (on the save's
+// goroutine, once for the inputs the save coalesces), or a Memory's
+// snapshots handed out (a local run's export). A state that a
+// transformation may change in place must not be one: a snapshot waiting
+// for its save, or an aborted input's state, would change under the
+// store.
+type ImmutableState interface {
+	StateAppender
+	// ImmutableState marks the type; it is never called.
+	ImmutableState()
+}
+
+// encoded returns s with its state as bytes.
+func (s Snapshot) encoded() Snapshot {
+	if s.value != nil {
+		s.State, s.value = s.value.AppendJSON(nil), nil
+	}
+	return s
 }
 
 // Covers reports whether the snapshot has folded the input at pos of
@@ -86,15 +114,15 @@ func (s Snapshot) Covers(topic string, pos envelope.Position) bool {
 }
 
 // with returns the snapshot after an input at pos of topic with the new
-// encoded state.
-func (s Snapshot) with(topic string, pos envelope.Position, state []byte) Snapshot {
+// state, encoded (state) or kept as it is (value).
+func (s Snapshot) with(topic string, pos envelope.Position, state []byte, value ImmutableState) Snapshot {
 	if pos.Epoch == "" {
 		pos.Epoch = s.Positions[topic].Epoch
 	}
 	positions := make(map[string]envelope.Position, len(s.Positions)+1)
 	maps.Copy(positions, s.Positions)
 	positions[topic] = pos
-	return Snapshot{State: state, Positions: positions, Applied: s.Applied + 1}
+	return Snapshot{State: state, value: value, Positions: positions, Applied: s.Applied + 1}
 }
 
 // Backend stores one Snapshot per key.
@@ -109,6 +137,8 @@ type Backend interface {
 
 // Codec turns states into bytes and back. Decode(nil) is the initial
 // state; Decode(Encode(s)) must behave as s does in the transformation.
+// An ImmutableState is encoded by its AppendJSON, whatever the codec: its
+// codec must be JSON's.
 type Codec struct {
 	Encode func(state any) ([]byte, error)
 	Decode func(data []byte) (any, error)
@@ -339,9 +369,9 @@ func (s *Store) entry(ctx context.Context, key string) (*entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	state, err := s.codec.Decode(snap.State)
+	state, err := s.stateOf(key, snap)
 	if err != nil {
-		return nil, fmt.Errorf("%w: key %q: %w", ErrUndecodable, key, err)
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -379,12 +409,24 @@ func (s *Store) hold(e *entry) {
 	}
 }
 
+// stateOf returns the state snap holds: its value, or its bytes decoded.
+func (s *Store) stateOf(key string, snap Snapshot) (any, error) {
+	if snap.value != nil {
+		return snap.value, nil
+	}
+	state, err := s.codec.Decode(snap.State)
+	if err != nil {
+		return nil, fmt.Errorf("%w: key %q: %w", ErrUndecodable, key, err)
+	}
+	return state, nil
+}
+
 // reset sets e back to its confirmed state, forgetting the inputs committed
 // after it.
 func (s *Store) reset(e *entry) error {
-	state, err := s.codec.Decode(e.confirmed.State)
+	state, err := s.stateOf(e.key, e.confirmed)
 	if err != nil {
-		return fmt.Errorf("%w: key %q: %w", ErrUndecodable, e.key, err)
+		return err
 	}
 	e.gen++
 	e.pending = nil
@@ -405,15 +447,22 @@ func (t *Txn) State() any {
 }
 
 // Commit records state as the key's state after the input. An error (the
-// state does not encode) records nothing: the caller aborts instead.
+// state does not encode) records nothing: the caller aborts instead. An
+// ImmutableState is kept as it is, to be encoded when a save needs it.
 func (t *Txn) Commit(state any) error {
+	if v, ok := state.(ImmutableState); ok {
+		t.s.mu.Lock()
+		defer t.s.mu.Unlock()
+		t.commit(state, nil, v)
+		return nil
+	}
 	data, err := t.s.codec.Encode(state)
 	if err != nil {
 		return fmt.Errorf("encoding the state of key %q: %w", t.e.key, err)
 	}
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
-	t.commit(state, data)
+	t.commit(state, data, nil)
 	return nil
 }
 
@@ -425,21 +474,21 @@ func (t *Txn) Abort() error {
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
 	e := t.e
-	state, err := t.s.codec.Decode(e.curSnap.State)
+	state, err := t.s.stateOf(e.key, e.curSnap)
 	if err != nil {
-		return fmt.Errorf("%w: key %q: %w", ErrUndecodable, e.key, err)
+		return err
 	}
-	t.commit(state, e.curSnap.State)
+	t.commit(state, e.curSnap.State, e.curSnap.value)
 	return nil
 }
 
-func (t *Txn) commit(state any, data []byte) {
+func (t *Txn) commit(state any, data []byte, value ImmutableState) {
 	if t.dup || t.ev != nil {
 		panic("keyed: a transaction committed twice, or a duplicate committed")
 	}
 	e := t.e
 	e.cur = state
-	e.curSnap = e.curSnap.with(t.topic, t.pos, data)
+	e.curSnap = e.curSnap.with(t.topic, t.pos, data, value)
 	t.ev = &event{snap: e.curSnap, topic: t.topic, delivery: t.delivery, gen: e.gen}
 	e.pending = append(e.pending, t.ev)
 }
@@ -567,7 +616,8 @@ func (s *Store) saveLoop(e *entry, snap Snapshot) {
 }
 
 // saveOne saves snap under key, retrying until it succeeds (true) or the
-// store is closed (false).
+// store is closed (false). A state kept as it is (ImmutableState) is
+// encoded here, unless the backend keeps it so too (Memory).
 func (s *Store) saveOne(key string, snap Snapshot) bool {
 	select {
 	case s.saves <- struct{}{}:
@@ -575,6 +625,9 @@ func (s *Store) saveOne(key string, snap Snapshot) bool {
 		return false
 	}
 	defer func() { <-s.saves }()
+	if _, keeps := s.backend.(valueKeeper); !keeps {
+		snap = snap.encoded()
+	}
 	wait := s.opts.RetryBackoffMin
 	for {
 		err := s.backend.Save(s.ctx, key, snap)

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,9 +28,11 @@ type sim struct {
 	want       map[int]string
 	wantStates map[string]int
 	durable    *Memory
-	outputs    map[int]string
-	acked      map[int]bool
-	mu         sync.Mutex
+	// immutable folds the sums as sumState (an ImmutableState), not int.
+	immutable bool
+	outputs   map[int]string
+	acked     map[int]bool
+	mu        sync.Mutex
 }
 
 type simEvent struct {
@@ -98,11 +101,19 @@ func (s *sim) process(store *Store, i int) (*Txn, string) {
 	if txn.Duplicate() {
 		return txn, ""
 	}
-	sum := txn.State().(int)
-	out := s.output(sum, e)
-	if e.rejected() {
-		err = txn.Abort()
+	var sum int
+	if s.immutable {
+		sum = txn.State().(sumState).N
 	} else {
+		sum = txn.State().(int)
+	}
+	out := s.output(sum, e)
+	switch {
+	case e.rejected():
+		err = txn.Abort()
+	case s.immutable:
+		err = txn.Commit(sumState{N: sum + e.value})
+	default:
 		err = txn.Commit(sum + e.value)
 	}
 	if err != nil {
@@ -118,14 +129,51 @@ func (s *sim) check() {
 			s.t.Errorf("event %d: output %q, want %q", i, s.outputs[i], s.want[i])
 		}
 	}
-	codec := JSON[int]()
+	codec := s.codec()
 	for key, want := range s.wantStates {
 		snap, _ := s.durable.Load(context.Background(), key)
 		got, err := codec.Decode(snap.State)
+		if sum, ok := got.(sumState); ok {
+			got = sum.N
+		}
 		if err != nil || got.(int) != want {
 			s.t.Errorf("key %s: stored state %v (%v), want %d", key, got, err, want)
 		}
 	}
+}
+
+func (s *sim) codec() Codec {
+	if s.immutable {
+		return JSON[sumState]()
+	}
+	return JSON[int]()
+}
+
+// sumState is the sim's sum as an ImmutableState: the store keeps it as it
+// is, and encodes it only for a save to a backend other than Memory, or
+// when Memory hands it out. encodes counts its encodings.
+type sumState struct{ N int }
+
+var encodes atomic.Int64
+
+func (sumState) ImmutableState() {}
+
+func (s sumState) AppendJSON(buf []byte) []byte {
+	encodes.Add(1)
+	return fmt.Appendf(buf, `{"N":%d}`, s.N)
+}
+
+// bytesOnly is a backend that takes only encoded states, as Cassandra's.
+type bytesOnly struct {
+	Backend
+	t *testing.T
+}
+
+func (b bytesOnly) Save(ctx context.Context, key string, snap Snapshot) error {
+	if snap.value != nil {
+		b.t.Errorf("key %s: a save of a state not encoded (%v)", key, snap.value)
+	}
+	return b.Backend.Save(ctx, key, snap)
 }
 
 type inFlight struct {
@@ -140,6 +188,8 @@ type inFlight struct {
 // acknowledgements lost and crashes (a new process, the backend kept) at
 // random points: the outputs downstream and the saved states equal the
 // fold.
+//
+// Every other run's states are ImmutableStates, kept as they are.
 func TestStoreEqualsTheFoldAcrossCrashesAndRedeliveries(t *testing.T) {
 	for seed := range uint64(60) {
 		// A third of the runs never crash: ended sessions alone must not
@@ -147,13 +197,14 @@ func TestStoreEqualsTheFoldAcrossCrashesAndRedeliveries(t *testing.T) {
 		crashRate := []float64{0.01, 0.002, 0}[seed%3]
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			s := newSim(t, seed, 300, 1+int(seed%6))
+			s.immutable = seed%2 == 1
 			crashes, sessions := 0, 0
 			for round := 0; len(s.unacked()) > 0; round++ {
 				if round > 1000 {
 					t.Fatal("the ledger never got acknowledged")
 				}
 				cache := []int{Unlimited, Off, 1, 3}[s.rng.IntN(4)]
-				store := New(s.durable, JSON[int](), Options{Inline: true, CacheKeys: cache})
+				store := New(s.durable, s.codec(), Options{Inline: true, CacheKeys: cache})
 				crashed := false
 				for session := 0; !crashed; session++ {
 					if session > 200 {
@@ -240,12 +291,23 @@ func (m *slowMemory) Save(ctx context.Context, key string, snap Snapshot) error 
 // TestStoreConcurrentSavesCoalesce settles from several goroutines while
 // saves run concurrently, slowly and sometimes failing, and kills the store
 // a few times: a key's saves never overlap or go back, and the end equals
-// the fold.
+// the fold. With ImmutableStates, each save encodes the state it saves.
 func TestStoreConcurrentSavesCoalesce(t *testing.T) {
+	for _, immutable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("immutable %v", immutable), func(t *testing.T) { concurrentSavesCoalesce(t, immutable) })
+	}
+}
+
+func concurrentSavesCoalesce(t *testing.T, immutable bool) {
 	s := newSim(t, 99, 2000, 8)
-	backend := &slowMemory{Memory: s.durable, rng: rand.New(rand.NewPCG(7, 7))}
+	s.immutable = immutable
+	slow := &slowMemory{Memory: s.durable, rng: rand.New(rand.NewPCG(7, 7))}
+	var backend Backend = slow
+	if immutable {
+		backend = bytesOnly{Backend: slow, t: t}
+	}
 	for round := 0; len(s.unacked()) > 0; round++ {
-		store := New(backend, JSON[int](), Options{RetryBackoffMin: time.Millisecond, RetryBackoffMax: 2 * time.Millisecond, CacheKeys: 4})
+		store := New(backend, s.codec(), Options{RetryBackoffMin: time.Millisecond, RetryBackoffMax: 2 * time.Millisecond, CacheKeys: 4})
 		queue := s.unacked()
 		if round < 3 {
 			queue = queue[:len(queue)/2] // killed half way
@@ -279,10 +341,58 @@ func TestStoreConcurrentSavesCoalesce(t *testing.T) {
 		store.Close()
 	}
 	s.check()
-	if backend.saves >= len(s.events) {
-		t.Errorf("%d saves for %d events: saves of a key did not coalesce", backend.saves, len(s.events))
+	if slow.saves >= len(s.events) {
+		t.Errorf("%d saves for %d events: saves of a key did not coalesce", slow.saves, len(s.events))
 	}
-	t.Logf("%d saves for %d events", backend.saves, len(s.events))
+	t.Logf("%d saves for %d events", slow.saves, len(s.events))
+}
+
+// TestImmutableStatesEncodeOnlyWhenHandedOut folds many inputs of a few keys
+// into a Memory, as a local run does: no input encodes its state, and
+// Changed encodes each changed key's once, as JSON's codec would.
+func TestImmutableStatesEncodeOnlyWhenHandedOut(t *testing.T) {
+	memory := NewMemory()
+	store := New(memory, JSON[sumState](), Options{Inline: true, CacheKeys: Unlimited})
+	before := encodes.Load()
+	for i := range 1000 {
+		txn, err := store.Begin(t.Context(), fmt.Sprint("k", i%3), envelope.Origin{Topic: ledgerTopic, Position: pos(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := txn.State().(sumState)
+		if i%10 == 0 {
+			err = txn.Abort()
+		} else {
+			err = txn.Commit(sumState{N: sum.N + i})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		txn.Settle(func(error) {})
+	}
+	if n := encodes.Load() - before; n != 0 {
+		t.Fatalf("%d encodings while folding, want none", n)
+	}
+	changed := memory.Changed()
+	if n := encodes.Load() - before; n != 3 || len(changed) != 3 {
+		t.Fatalf("%d encodings of %d changed keys, want 3 of 3", n, len(changed))
+	}
+	want, inputs := map[string]int{}, map[string]int64{}
+	for i := range 1000 {
+		key := fmt.Sprint("k", i%3)
+		inputs[key]++
+		if i%10 != 0 {
+			want[key] += i
+		}
+	}
+	for key, snap := range changed {
+		if got := string(snap.State); got != fmt.Sprintf(`{"N":%d}`, want[key]) || snap.Applied != inputs[key] {
+			t.Errorf("key %s: %s after %d inputs, want %d after %d", key, got, snap.Applied, want[key], inputs[key])
+		}
+		if snap.value != nil {
+			t.Errorf("key %s: handed out without its bytes", key)
+		}
+	}
 }
 
 // TestStoreRefusesAnotherEpoch checks that an input of another epoch of

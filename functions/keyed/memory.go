@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"sync"
 
 	"github.com/foldline/foldline/functions/envelope"
 )
 
 // Memory is a Backend in memory: what a local run (verify, training sets,
-// replays) folds the states into, from the ledger's first event on.
+// replays) folds the states into, from the ledger's first event on. It
+// keeps an ImmutableState as the store gives it, and encodes it only when
+// it hands the snapshot out (Load, Changed, Snapshots).
 type Memory struct {
 	mu    sync.Mutex
 	snaps map[string]Snapshot
@@ -22,11 +23,17 @@ type Memory struct {
 // NewMemory returns an empty Memory.
 func NewMemory() *Memory { return &Memory{snaps: map[string]Snapshot{}} }
 
+// valueKeeper is a backend that takes snapshots whose state is not yet
+// encoded (Snapshot.value): Memory.
+type valueKeeper interface{ keepsValues() }
+
+func (m *Memory) keepsValues() {}
+
 // Load returns the snapshot saved under key.
 func (m *Memory) Load(_ context.Context, key string) (Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.snaps[key], nil
+	return m.snaps[key].encoded(), nil
 }
 
 // Save keeps snap unless a snapshot of a higher Applied is kept.
@@ -58,7 +65,7 @@ func (m *Memory) Changed() map[string]Snapshot {
 	defer m.mu.Unlock()
 	out := make(map[string]Snapshot, len(m.changed))
 	for key := range m.changed {
-		out[key] = m.snaps[key]
+		out[key] = m.snaps[key].encoded()
 	}
 	m.changed = nil
 	return out
@@ -104,7 +111,11 @@ func JSON[S any]() Codec {
 func (m *Memory) Snapshots() map[string]Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return maps.Clone(m.snaps)
+	out := make(map[string]Snapshot, len(m.snaps))
+	for key, snap := range m.snaps {
+		out[key] = snap.encoded()
+	}
+	return out
 }
 
 // snapshotJSON is a Snapshot as EncodeSnapshot writes it.
@@ -117,6 +128,7 @@ type snapshotJSON struct {
 // EncodeSnapshot writes a snapshot as JSON: how a local run hands its
 // states to the process that saves them (a fused backfill).
 func EncodeSnapshot(snap Snapshot) ([]byte, error) {
+	snap = snap.encoded()
 	j := snapshotJSON{Positions: make(map[string]string, len(snap.Positions)), Applied: snap.Applied}
 	if snap.State != nil {
 		s := string(snap.State)
