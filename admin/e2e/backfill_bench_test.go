@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -31,8 +32,10 @@ import (
 // and prints both as a table, with the same backfill run by the fused
 // engine twice more: the path's transformations chained in one process,
 // and every function in a process of its own (localrun.ChainEnv=off);
-// then killed at half and resumed, and once more on the cluster
-// (--engine cluster: the same run by the functions worker). N
+// then killed at half and resumed, once more on the cluster
+// (--engine cluster: the same run by the functions worker), and last with
+// validate's config changed, dedup shared (the path the fused aim was set
+// on, before dedup joined the shop). N
 // is FOLDLINE_BENCH_EVENTS (default 200000;
 // the figure is 1000000); with FOLDLINE_BENCH_JSON set, the
 // backfill's times against the reader's go there too (internal/benchreport).
@@ -128,6 +131,11 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		// worker as the backfill's runner (built before the clock, as the
 		// chain is).
 		clusterSwitch := s.clusterRun(b, opts)
+		// Last, like for like with the path the fused aim was set on,
+		// before dedup joined the shop: validate's config changed, so the
+		// backfill copies validate → user-activity → sink and reads dedup's
+		// kept output (dedup shared, not run again).
+		likeSwitch := likeForLikeRun(b, opts)
 
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "events\twhat\ttime\tevents/s\tvs reader\t\n")
@@ -144,6 +152,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 		row("fused, killed at half: the resumed run, to switch", resumedRun)
 		row("fused, killed at half: both runs, to switch", killedRun+resumedRun)
 		row("cluster backfill, start to switch", clusterSwitch)
+		row("fused, validate changed (dedup shared), to switch", likeSwitch)
 		tw.Flush()
 		printCPU(cpu, total, machine)
 		printCPU(fusedCPU, fusedTotal, fusedMachine)
@@ -162,6 +171,7 @@ func BenchmarkBackfillVsReader(b *testing.B) {
 			seconds("fused, killed at half: the resumed run, to switch", resumedRun).Against("fused backfill, start to switch", fusedSwitch.Seconds()),
 			seconds("fused, killed at half: both runs, to switch", killedRun+resumedRun).Against("fused backfill, start to switch", fusedSwitch.Seconds()),
 			seconds("cluster backfill, start to switch", clusterSwitch).Against("fused backfill, start to switch", fusedSwitch.Seconds()),
+			seconds("fused, validate changed (dedup shared), to switch", likeSwitch).Aiming(fusedAim),
 		); err != nil {
 			b.Fatal(err)
 		}
@@ -219,6 +229,19 @@ func (s *shop) clusterRun(b *testing.B, opts backfill.Options) time.Duration {
 		b.Fatalf("building the runner: %v", err)
 	}
 	return timedToSwitch(b, opts, "backfilling on the cluster")
+}
+
+// likeForLikeRun runs the fused backfill of opts with validate's config
+// changed (a user config key its code ignores) in a copy of the shop's
+// manifests, sharing what did not change, and returns the time from its
+// start to the switch.
+func likeForLikeRun(b *testing.B, opts backfill.Options) time.Duration {
+	b.Helper()
+	opts.Dir = testenv.ShopManifests(b)
+	editFile(b, filepath.Join(opts.Dir, "functions", "validate.yaml"), "  maxRetries: 3\n", "  maxRetries: 3\n  benchRun: like-for-like\n")
+	opts.Engine, opts.CopyAll = backfill.EngineFused, false
+	prebuildChain(b, opts)
+	return timedToSwitch(b, opts, "backfilling with validate changed")
 }
 
 // prebuildChain builds, before the clock, the binary the fused engine runs

@@ -47,7 +47,7 @@ func TestSinkWithTwoInstancesKeepsRowOrder(t *testing.T) {
 }
 
 // editFile replaces old with new in file, which must contain old.
-func editFile(t *testing.T, file, old, new string) {
+func editFile(t testing.TB, file, old, new string) {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	if err != nil {
