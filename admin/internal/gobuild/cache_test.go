@@ -1,6 +1,7 @@
 package gobuild
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -108,6 +111,7 @@ func TestConcurrentBuildsShareACache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	entries = slices.DeleteFunc(entries, func(e os.DirEntry) bool { return e.Name() == indexDir })
 	if len(entries) != 2 {
 		t.Errorf("the cache holds %d entries, want the 2 binaries and no temporary file: %v", len(entries), entries)
 	}
@@ -116,6 +120,53 @@ func TestConcurrentBuildsShareACache(t *testing.T) {
 	again, err := (&Builder{Dir: checkout(t, "checkout a"), CacheDir: cache}).Build(t.Context(), "example.com/checkout/functions/cmd")
 	if err != nil || again.Path != bins[0].Path || sha256Of(t, again.Path) != bins[0].SHA256 {
 		t.Errorf("rebuilding checkout a: %+v, %v; want %s again", again, err, bins[0].Path)
+	}
+}
+
+// A build asked again with the same sources, package and platform, by
+// another Builder (the next command), takes the binary the first stored
+// and runs no go build; a changed tracked file, or a cached binary whose
+// bytes no longer match its name, builds again.
+func TestSameBuildIsReused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds binaries")
+	}
+	cache, dir := t.TempDir(), checkout(t, "reused")
+	const pkg = "example.com/checkout/functions/cmd"
+	build := func() (Binary, bool) {
+		t.Helper()
+		var progress bytes.Buffer
+		bin, err := (&Builder{Dir: dir, CacheDir: cache, Progress: &progress}).Build(t.Context(), pkg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sha256Of(t, bin.Path); got != bin.SHA256 || bin.Package != pkg {
+			t.Fatalf("%+v: the file's digest is %s", bin, got)
+		}
+		return bin, strings.Contains(progress.String(), "building")
+	}
+	first, built := build()
+	if !built {
+		t.Fatal("the first build ran no go build")
+	}
+	if again, built := build(); built || again != first {
+		t.Errorf("the same build again: %+v (built: %v), want %+v taken from the cache", again, built, first)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "functions/cmd/main.go"), []byte("package main\n\nfunc main() { println(\"changed\") }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed, built := build()
+	if !built || changed.SHA256 == first.SHA256 {
+		t.Errorf("after a change of a tracked file: %+v (built: %v), want a new build", changed, built)
+	}
+	if err := os.Chmod(changed.Path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(changed.Path, []byte("tampered"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if rebuilt, built := build(); !built || rebuilt.SHA256 != changed.SHA256 {
+		t.Errorf("with the cached binary tampered with: %+v (built: %v), want it built again", rebuilt, built)
 	}
 }
 

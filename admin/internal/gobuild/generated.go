@@ -88,8 +88,7 @@ func (b *Builder) buildGenerated(ctx context.Context, name string, source []byte
 		}
 		return []string{"-overlay", overlayFile}, nil
 	}
-	if b.Progress != nil {
-		fmt.Fprintf(b.Progress, "building %s (generated) for %s\n", name, platform)
-	}
-	return b.goBuild(ctx, root, "./"+name, cache, FileName(name, platform), platform, overlay)
+	digest := sha256.Sum256(source)
+	return b.goBuild(ctx, root, "./"+name, cache, FileName(name, platform), platform, overlay,
+		hex.EncodeToString(digest[:]), fmt.Sprintf("building %s (generated) for %s", name, platform))
 }

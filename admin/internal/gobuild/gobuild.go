@@ -197,6 +197,7 @@ type Builder struct {
 	Roots []string
 
 	mu        sync.Mutex
+	goEnvs    map[Platform]string  // go env's answer, by platform (reuse.go)
 	sources   *sources             // the tracked files' copy builds running now share
 	jobs      map[string]*buildJob // by package: built, or being built
 	generated map[string]*buildJob // BuildGenerated's, by the source's digest
@@ -304,10 +305,7 @@ func (b *Builder) build(ctx context.Context, pkg string) (Binary, error) {
 	if err != nil {
 		return Binary{}, err
 	}
-	if b.Progress != nil {
-		fmt.Fprintf(b.Progress, "building %s for %s\n", pkg, platform)
-	}
-	return b.goBuild(ctx, cmp.Or(b.Dir, "."), pkg, dir, FileName(pkg, platform), platform, nil)
+	return b.goBuild(ctx, cmp.Or(b.Dir, "."), pkg, dir, FileName(pkg, platform), platform, nil, "", fmt.Sprintf("building %s for %s", pkg, platform))
 }
 
 // cacheDir returns the directory the binaries go to, created.
@@ -326,13 +324,29 @@ func (b *Builder) cacheDir() (string, error) {
 // in the copy of the tracked sources (acquireSources) where dir lies in
 // it, and stores the binary in the cache folder under name and its digest
 // (see store). flags come before the package; overlay, when set, makes
-// them from the copy's module root (a generated package's overlay).
-func (b *Builder) goBuild(ctx context.Context, dir, pkg, cache, name string, platform Platform, overlay func(copyRoot string) ([]string, error)) (Binary, error) {
-	copyRoot, copyDir, release, err := b.acquireSources(ctx, dir)
+// them from the copy's module root (a generated package's overlay), and
+// overlaid is the digest of what it lays over the sources. A build whose
+// sources, package, platform and go environment were built before into
+// the cache is not run again: its binary is taken (reuse.go). Otherwise
+// progress, the build's line, goes to b.Progress.
+func (b *Builder) goBuild(ctx context.Context, dir, pkg, cache, name string, platform Platform, overlay func(copyRoot string) ([]string, error), overlaid, progress string) (Binary, error) {
+	src, copyDir, release, err := b.acquireSources(ctx, dir)
 	if err != nil {
 		return Binary{}, fmt.Errorf("building %s: %w", pkg, err)
 	}
 	defer release()
+	copyRoot := src.root
+	key, err := b.buildKey(ctx, dir, src, copyDir, pkg, platform, overlaid)
+	if err != nil {
+		return Binary{}, fmt.Errorf("building %s: %w", pkg, err)
+	}
+	if bin, ok := reuse(cache, key, name); ok {
+		bin.Package, bin.Platform = pkg, platform
+		return bin, nil
+	}
+	if b.Progress != nil {
+		fmt.Fprintln(b.Progress, progress)
+	}
 	var flags []string
 	if overlay != nil {
 		if flags, err = overlay(copyRoot); err != nil {
@@ -381,6 +395,7 @@ func (b *Builder) goBuild(ctx context.Context, dir, pkg, cache, name string, pla
 	if err != nil {
 		return Binary{}, fmt.Errorf("storing the binary of %s: %w", pkg, err)
 	}
+	remember(cache, key, path)
 	return Binary{Package: pkg, Path: path, SHA256: sum, Platform: platform}, nil
 }
 

@@ -3,6 +3,8 @@ package gobuild
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -80,23 +82,26 @@ func mapSlice(s []string, f func(string) string) []string {
 // sources is a copy of the module's tracked files, shared by the builds
 // that run at once and removed when the last one is over.
 type sources struct {
-	root  string // the copy's module root
-	users int
-	ready chan struct{}
-	err   error
+	root string // the copy's module root
+	// digest is the SHA-256 of the tracked files copied, their names, modes
+	// and contents (copyTracked): a build's key (reuse.go).
+	digest string
+	users  int
+	ready  chan struct{}
+	err    error
 }
 
 // acquireSources returns the copy of the tracked sources of the module
 // that holds dir, and where dir lies in it, making the copy unless a build
 // running now made one; release removes it after the last user.
-func (b *Builder) acquireSources(ctx context.Context, dir string) (copyRoot, copyDir string, release func(), err error) {
+func (b *Builder) acquireSources(ctx context.Context, dir string) (src *sources, copyDir string, release func(), err error) {
 	root, _, err := module(dir)
 	if err != nil {
-		return "", "", nil, err
+		return nil, "", nil, err
 	}
 	rel, err := filepath.Rel(root, mustAbs(dir))
 	if err != nil {
-		return "", "", nil, fmt.Errorf("resolving %s: %w", dir, err)
+		return nil, "", nil, fmt.Errorf("resolving %s: %w", dir, err)
 	}
 	b.mu.Lock()
 	s := b.sources
@@ -108,7 +113,7 @@ func (b *Builder) acquireSources(ctx context.Context, dir string) (copyRoot, cop
 	s.users++
 	b.mu.Unlock()
 	if create {
-		s.root, s.err = copyTracked(ctx, root)
+		s.root, s.digest, s.err = copyTracked(ctx, root)
 		close(s.ready)
 	}
 	release = func() {
@@ -127,13 +132,13 @@ func (b *Builder) acquireSources(ctx context.Context, dir string) (copyRoot, cop
 	case <-s.ready:
 	case <-ctx.Done():
 		release()
-		return "", "", nil, ctx.Err()
+		return nil, "", nil, ctx.Err()
 	}
 	if s.err != nil {
 		release()
-		return "", "", nil, s.err
+		return nil, "", nil, s.err
 	}
-	return s.root, filepath.Join(s.root, rel), release, nil
+	return s, filepath.Join(s.root, rel), release, nil
 }
 
 func mustAbs(dir string) string {
@@ -146,36 +151,39 @@ func mustAbs(dir string) string {
 
 // copyTracked copies the git-tracked files of the module at root, as the
 // working tree has them, into a new private temporary folder, and returns
-// the copy's module root. Only regular files are copied: a tracked
-// symbolic link could lead out of the checkout.
-func copyTracked(ctx context.Context, root string) (string, error) {
+// the copy's module root and the digest of what it copied: each file's
+// name, permissions and content, in git's order. Only regular files are
+// copied: a tracked symbolic link could lead out of the checkout.
+func copyTracked(ctx context.Context, root string) (copyRoot, digest string, err error) {
 	cmd := exec.CommandContext(ctx, "git", "-C", root, "ls-files", "-z", "--cached")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("listing the git-tracked files of %s (binaries are built from those only; git init and git add them): %w: %v %s", root, ErrUntracked, err, strings.TrimSpace(stderr.String()))
+		return "", "", fmt.Errorf("listing the git-tracked files of %s (binaries are built from those only; git init and git add them): %w: %v %s", root, ErrUntracked, err, strings.TrimSpace(stderr.String()))
 	}
 	tmp, err := os.MkdirTemp("", "foldline-sources-")
 	if err != nil {
-		return "", fmt.Errorf("copying the sources: %w", err)
+		return "", "", fmt.Errorf("copying the sources: %w", err)
 	}
-	copyRoot := filepath.Join(tmp, "module")
+	copyRoot = filepath.Join(tmp, "module")
+	tree := sha256.New()
 	for name := range strings.SplitSeq(strings.TrimSuffix(string(out), "\x00"), "\x00") {
 		if name == "" || !filepath.IsLocal(name) {
 			continue
 		}
-		if err := copyRegular(filepath.Join(root, name), filepath.Join(copyRoot, name)); err != nil {
+		if err := copyRegular(filepath.Join(root, name), filepath.Join(copyRoot, name), name, tree); err != nil {
 			os.RemoveAll(tmp)
-			return "", fmt.Errorf("copying the sources: %w", err)
+			return "", "", fmt.Errorf("copying the sources: %w", err)
 		}
 	}
-	return copyRoot, nil
+	return copyRoot, hex.EncodeToString(tree.Sum(nil)), nil
 }
 
 // copyRegular copies the regular file src to dst, keeping its executable
-// bit; anything else (deleted, a link, a submodule) is left out.
-func copyRegular(src, dst string) error {
+// bit, and writes what it copied to tree: its name, permissions and the
+// SHA-256 of its content. Anything else (deleted, a link, a submodule) is left out.
+func copyRegular(src, dst, name string, tree io.Writer) error {
 	info, err := os.Lstat(src)
 	if errors.Is(err, os.ErrNotExist) || (err == nil && !info.Mode().IsRegular()) {
 		return nil
@@ -191,11 +199,14 @@ func copyRegular(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, info.Mode().Perm()&0o700|0o400)
+	perm := info.Mode().Perm()&0o700 | 0o400
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(out, in) // copy_file_range where the system has it
+	content := sha256.New()
+	_, err = io.Copy(io.MultiWriter(out, content), in)
+	fmt.Fprintf(tree, "%s\x00%o\x00%x\n", name, perm, content.Sum(nil))
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
