@@ -133,10 +133,10 @@ func TestSameBuildIsReused(t *testing.T) {
 	}
 	cache, dir := t.TempDir(), checkout(t, "reused")
 	const pkg = "example.com/checkout/functions/cmd"
-	build := func() (Binary, bool) {
+	build := func(from ...string) (Binary, bool) {
 		t.Helper()
 		var progress bytes.Buffer
-		bin, err := (&Builder{Dir: dir, CacheDir: cache, Progress: &progress}).Build(t.Context(), pkg)
+		bin, err := (&Builder{Dir: filepath.Join(append([]string{dir}, from...)...), CacheDir: cache, Progress: &progress}).Build(t.Context(), pkg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,6 +151,9 @@ func TestSameBuildIsReused(t *testing.T) {
 	}
 	if again, built := build(); built || again != first {
 		t.Errorf("the same build again: %+v (built: %v), want %+v taken from the cache", again, built, first)
+	}
+	if again, built := build("functions"); built || again != first {
+		t.Errorf("the same import path from another folder of the module: %+v (built: %v), want %+v taken from the cache", again, built, first)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "functions/cmd/main.go"), []byte("package main\n\nfunc main() { println(\"changed\") }\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,8 @@ import (
 )
 
 // A build is keyed by what decides its bytes: the tracked sources (their
-// digest, as copied), where in them go runs, the package, what an overlay
+// digest, as copied), the package (and where in the sources go runs, for
+// a relative one), what an overlay
 // lays over them, the platform, and go env's answer there (the toolchain's
 // version, GOFLAGS, GOEXPERIMENT, GOAMD64 and the rest). Dependencies are
 // the module's go.sum's, among the sources. The cache's index maps a key
@@ -39,12 +40,18 @@ func (b *Builder) buildKey(ctx context.Context, dir string, src *sources, copyDi
 	if err != nil {
 		return "", err
 	}
-	rel, err := filepath.Rel(src.root, copyDir)
-	if err != nil {
-		return "", err
+	// An import path names its package wherever go runs; a relative one
+	// from where it runs.
+	where := ""
+	if isRelative(pkg) {
+		rel, err := filepath.Rel(src.root, copyDir)
+		if err != nil {
+			return "", err
+		}
+		where = filepath.ToSlash(rel)
 	}
 	h := sha256.New()
-	for _, part := range []string{keyFormat, src.digest, filepath.ToSlash(rel), pkg, overlaid, platform.GOOS, platform.GOARCH, env} {
+	for _, part := range []string{keyFormat, src.digest, where, pkg, overlaid, platform.GOOS, platform.GOARCH, env} {
 		fmt.Fprintf(h, "%d:%s\n", len(part), part)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
