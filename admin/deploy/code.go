@@ -119,6 +119,13 @@ func codeOf(st *manifest.Stage, bin gobuild.Binary) (registry.StageCode, error) 
 // backfill records for the table its copy of a path fills).
 func StageCodes(ctx context.Context, builder *gobuild.Builder, stages []*manifest.Stage) ([]registry.StageCode, error) {
 	out := make([]registry.StageCode, 0, len(stages))
+	// At once first, sharing one copy of the sources; each error is
+	// reported below, with its stage.
+	pkgs := make([]string, len(stages))
+	for i, st := range stages {
+		pkgs[i] = st.Binary
+	}
+	_ = builder.BuildAll(ctx, pkgs)
 	for _, st := range stages {
 		bin, err := builder.Build(ctx, st.Binary)
 		if err != nil {
