@@ -388,7 +388,7 @@ func (e *env) bringUp(ctx context.Context, opts Options, rec *backfillrecord.Rec
 	prebuilt := make(chan struct{})
 	go func() {
 		defer close(prebuilt)
-		_ = opts.Builder.BuildAll(ctx, binariesOf(forked)) // an error comes again from the Build that needs it
+		_ = opts.Builder.BuildAll(ctx, manifest.Binaries(forked)) // an error comes again from the Build that needs it
 	}()
 	if onCluster && !fused {
 		// Its run is done: its runner goes, if no CLI removed it.
@@ -563,17 +563,6 @@ func (e *env) recordBuilt(ctx context.Context, opts Options, view, table, until 
 		note = "a replay as of " + until + ": its copy of the path read the ledger from its first event up to there"
 	}
 	return registry.Record(ctx, e.cql, e.set.Tenant.Keyspace, view, table, registry.Event{Kind: registry.EventBuilt, By: "backfill", Stages: codes, Note: note})
-}
-
-// binariesOf returns the packages of stages' binaries.
-func binariesOf(stages []*manifest.Stage) []string {
-	pkgs := make([]string, 0, len(stages))
-	for _, st := range stages {
-		if !slices.Contains(pkgs, st.Binary) {
-			pkgs = append(pkgs, st.Binary)
-		}
-	}
-	return pkgs
 }
 
 // alreadyRunning refuses a second backfill of running's view.

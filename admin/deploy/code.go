@@ -121,11 +121,7 @@ func StageCodes(ctx context.Context, builder *gobuild.Builder, stages []*manifes
 	out := make([]registry.StageCode, 0, len(stages))
 	// At once first, sharing one copy of the sources; each error is
 	// reported below, with its stage.
-	pkgs := make([]string, len(stages))
-	for i, st := range stages {
-		pkgs[i] = st.Binary
-	}
-	_ = builder.BuildAll(ctx, pkgs)
+	_ = builder.BuildAll(ctx, manifest.Binaries(stages))
 	for _, st := range stages {
 		bin, err := builder.Build(ctx, st.Binary)
 		if err != nil {

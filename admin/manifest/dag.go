@@ -49,6 +49,17 @@ type Stage struct {
 	View     *View
 }
 
+// Binaries returns the packages of stages' binaries, each once, in order.
+func Binaries(stages []*Stage) []string {
+	pkgs := make([]string, 0, len(stages))
+	for _, st := range stages {
+		if !slices.Contains(pkgs, st.Binary) {
+			pkgs = append(pkgs, st.Binary)
+		}
+	}
+	return pkgs
+}
+
 // FullName is tenant/namespace/name, as Pulsar names a function.
 func (s *Stage) FullName() string { return s.Tenant + "/" + s.Namespace + "/" + s.Name }
 

@@ -122,10 +122,14 @@ func (s State) Has(id string) bool {
 	return found
 }
 
-// Add returns the state with id among its ids; s is left as it was.
+// Add returns the state with id among its ids: s itself when it holds id
+// already (its Len then tells), else a new State; s is left as it was.
 func (s State) Add(id string) State {
 	i, found := slices.BinarySearch(s.recent, id)
-	if found || s.Has(id) {
+	if !found {
+		_, found = slices.BinarySearch(s.base, id)
+	}
+	if found {
 		return s
 	}
 	recent := make([]string, len(s.recent)+1)
@@ -324,8 +328,9 @@ func distinct(state State, in transform.Input[Event]) (State, []transform.Output
 	if e.ID == "" {
 		return state, pass, nil
 	}
-	if state.Has(e.ID) {
-		return state, nil, nil
+	next := state.Add(e.ID)
+	if next.Len() == state.Len() {
+		return state, nil, nil // seen before
 	}
-	return state.Add(e.ID), pass, nil
+	return next, pass, nil
 }

@@ -450,19 +450,17 @@ func (t *Txn) State() any {
 // state does not encode) records nothing: the caller aborts instead. An
 // ImmutableState is kept as it is, to be encoded when a save needs it.
 func (t *Txn) Commit(state any) error {
-	if v, ok := state.(ImmutableState); ok {
-		t.s.mu.Lock()
-		defer t.s.mu.Unlock()
-		t.commit(state, nil, v)
-		return nil
-	}
-	data, err := t.s.codec.Encode(state)
-	if err != nil {
-		return fmt.Errorf("encoding the state of key %q: %w", t.e.key, err)
+	value, kept := state.(ImmutableState)
+	var data []byte
+	if !kept {
+		var err error
+		if data, err = t.s.codec.Encode(state); err != nil {
+			return fmt.Errorf("encoding the state of key %q: %w", t.e.key, err)
+		}
 	}
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
-	t.commit(state, data, nil)
+	t.commit(state, data, value)
 	return nil
 }
 
