@@ -52,12 +52,19 @@ func Instances(tenant, ns string) []Instance {
 // with what was awaited once timeout has passed.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	WaitForEvery(t, timeout, 250*time.Millisecond, what, cond)
+}
+
+// WaitForEvery is WaitFor polling every interval: for a state that may last
+// less than WaitFor's 250 ms.
+func WaitForEvery(t testing.TB, timeout, interval time.Duration, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 
