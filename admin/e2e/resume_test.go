@@ -181,13 +181,16 @@ func TestClusterBackfillSurvivesItsRunner(t *testing.T) {
 
 	cli := s.startBackfillCLI(t, "user_activity", s.opts.Dir, "--engine", "cluster", "--checkpoint", "500ms", "--grace", "0s", "--copy-all")
 	store := backfillrecord.Store{CQL: s.session, Keyspace: s.keyspace}
+	// The runner's process is found first and the checkpoint polled every
+	// 20 ms after it: the run takes a few seconds, and a search for the
+	// process after the checkpoint can come too late.
+	pid := runnerProcess(t, "user_activity_v2-sink-runner")
 	var rec *backfillrecord.Record
-	testenv.WaitFor(t, 5*time.Minute, "a checkpoint of the run on the cluster", func() bool {
+	testenv.WaitForEvery(t, 5*time.Minute, 20*time.Millisecond, "a checkpoint of the run on the cluster", func() bool {
 		r, err := store.Unfinished(t.Context(), "user_activity")
 		rec = r
 		return err == nil && r != nil && r.Fused != nil && (r.Fused.Events >= int64(len(events)/10) || r.Fused.Done)
 	})
-	pid := runnerProcess(t, rec.Stages[len(rec.Stages)-1].Name+"-runner")
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing the runner: %v", err)
 	}
@@ -263,7 +266,7 @@ func TestClusterBackfillSurvivesItsRunner(t *testing.T) {
 func runnerProcess(t testing.TB, name string) int {
 	t.Helper()
 	var pid int
-	testenv.WaitFor(t, 2*time.Minute, "the runner's process", func() bool {
+	testenv.WaitForEvery(t, 2*time.Minute, 50*time.Millisecond, "the runner's process", func() bool {
 		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 		for _, p := range procs {
 			cmdline, err := os.ReadFile(p)
