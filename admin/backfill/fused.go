@@ -55,6 +55,18 @@ const (
 // 100 000 (200 entries).
 const EngineAuto = "auto"
 
+// EngineForDeploy is the engine of a backfill that deploy --backfill runs
+// (deploy.Backfiller): EngineDeployed when a later backfill of the same
+// deploy shares stages this one copies (sharedLater), since a fused run's
+// copies have no history in their output topics and could not be shared;
+// EngineAuto otherwise.
+func EngineForDeploy(sharedLater bool) string {
+	if sharedLater {
+		return EngineDeployed
+	}
+	return EngineAuto
+}
+
 // fusedFromEntries is where EngineAuto starts to fuse: the shortest
 // ledger measured faster fused.
 const fusedFromEntries = 200

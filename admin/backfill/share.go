@@ -19,7 +19,8 @@ import (
 // function running it with the manifests' code (binary and config digests)
 // — by the registry's history of that table, which records no in-place
 // change of it — so that the function's output topic holds every ledger
-// event's outputs under that one code; and when that topic's namespace
+// event's outputs under that one code (no fused or cluster backfill made
+// the function: see partialOutputs); and when that topic's namespace
 // retains everything (a copy reads it from the earliest). The sink is
 // never shared (a new table needs its own). A replay (--until) and
 // --copy-all share nothing: the replay's cutoff applies where the ledger
@@ -41,6 +42,7 @@ func (e *env) sharing(ctx context.Context, opts Options, path []*manifest.Stage)
 	if err != nil {
 		return nil, nil, err
 	}
+	partial := partialOutputs(records)
 	// clean maps a stage's manifest name to the functions that run it with
 	// a known, unchanged code for an active table.
 	type carrier struct {
@@ -72,6 +74,9 @@ func (e *env) sharing(ctx context.Context, opts Options, path []*manifest.Stage)
 				continue
 			}
 			key := manifest.UnforkedName(st.Name)
+			if partial[st.FullName()] {
+				continue
+			}
 			if sc, ok := code[key]; ok && !changed[key] {
 				clean[key] = append(clean[key], carrier{stage: st, code: sc})
 			}
@@ -119,6 +124,25 @@ func (e *env) sharing(ctx context.Context, opts Options, path []*manifest.Stage)
 		}
 	}
 	return shared, shares, nil
+}
+
+// partialOutputs returns the functions (tenant/namespace/name) whose
+// output topics lack the outputs of the ledger's first events: the copies
+// made by fused or cluster backfills. Their run computed the path over the
+// ledger in one process, no topic in between, and deployed the copy from
+// the last event it read, so a backfill that read such a topic from the
+// earliest would fold only the events since.
+func partialOutputs(records []*backfillrecord.Record) map[string]bool {
+	partial := map[string]bool{}
+	for _, r := range records {
+		if r.Fused == nil && r.Engine != EngineFused && r.Engine != EngineCluster {
+			continue
+		}
+		for _, st := range r.Stages {
+			partial[st.FullName()] = true
+		}
+	}
+	return partial
 }
 
 // retainsAll reports whether topic's namespace keeps every message

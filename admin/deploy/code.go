@@ -312,14 +312,18 @@ func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys
 // Backfiller builds a new version of view from the whole ledger with the
 // code of the manifests in opts and returns once the view reads it
 // (foldline backfill VIEW, which imports this package: the command wires
-// it in).
-type Backfiller func(ctx context.Context, opts Options, view string) error
+// it in). sharedLater says that a later backfill of the same deploy shares
+// stages this one copies: their output topics must then hold every ledger
+// event's outputs, which a fused run (one process, no topic in between)
+// does not leave.
+type Backfiller func(ctx context.Context, opts Options, view string, sharedLater bool) error
 
 // DeployWithBackfills is Deploy for code changes under views' active
 // tables: instead of refusing them, it backfills each view they concern,
 // one after the other (each switches when caught up, and later ones share
-// what earlier ones built with the new code), and then deploys the rest of
-// the plan, which changes no table's code in place any more.
+// what earlier ones built with the new code: sharedLater tells backfill
+// which), and then deploys the rest of the plan, which changes no table's
+// code in place any more.
 func DeployWithBackfills(ctx context.Context, opts Options, backfill Backfiller) (*Result, error) {
 	done := map[string]bool{}
 	for {
@@ -344,9 +348,25 @@ func DeployWithBackfills(ctx context.Context, opts Options, backfill Backfiller)
 			return Deploy(ctx, opts)
 		}
 		fmt.Fprintf(opts.ErrOut, "the code under view %s changed: building a new version with foldline backfill %s\n", next, next)
-		if err := backfill(ctx, opts, next); err != nil {
+		if err := backfill(ctx, opts, next, sharedLater(inPlace(plan.CodeChanges), next, done)); err != nil {
 			return nil, fmt.Errorf("backfilling %s with the new code (nothing else was deployed): %w", next, err)
 		}
 		done[next] = true
 	}
+}
+
+// sharedLater reports whether a change among changes concerns view and a
+// view not yet backfilled (done) besides: that view's backfill shares what
+// view's copies. A stage both copy lies downstream of a change that
+// concerns both, so the changes tell it.
+func sharedLater(changes []CodeChange, view string, done map[string]bool) bool {
+	for _, c := range changes {
+		if !slices.ContainsFunc(c.Views, func(v ViewTable) bool { return v.View == view }) {
+			continue
+		}
+		if slices.ContainsFunc(c.Views, func(v ViewTable) bool { return v.View != view && !done[v.View] }) {
+			return true
+		}
+	}
+	return false
 }

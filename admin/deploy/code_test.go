@@ -274,3 +274,35 @@ func TestUnchangedReadsAnOlderDeploysFingerprint(t *testing.T) {
 		t.Error("a function with another fingerprint reads as unchanged")
 	}
 }
+
+// TestSharedLaterTellsWhichBackfillIsShared: deploy --backfill runs a
+// view's backfill with sharedLater when a change it copies concerns a view
+// still to backfill, so that the later one can share its copies.
+func TestSharedLaterTellsWhichBackfillIsShared(t *testing.T) {
+	views := func(names ...string) []ViewTable {
+		var out []ViewTable
+		for _, n := range names {
+			out = append(out, ViewTable{View: n, Table: n + "_v1"})
+		}
+		return out
+	}
+	changes := []CodeChange{
+		{Stage: "validate", Views: views("product_sales", "user_activity")},
+		{Stage: "sku-refunds", Views: views("sku_refunds")},
+	}
+	for _, c := range []struct {
+		view string
+		done map[string]bool
+		want bool
+	}{
+		{"product_sales", nil, true},
+		{"user_activity", map[string]bool{"product_sales": true}, false},
+		{"user_activity", nil, true},
+		{"sku_refunds", nil, false},
+		{"orders", nil, false},
+	} {
+		if got := sharedLater(changes, c.view, c.done); got != c.want {
+			t.Errorf("sharedLater(%s, done %v) = %v, want %v", c.view, c.done, got, c.want)
+		}
+	}
+}

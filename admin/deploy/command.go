@@ -75,7 +75,8 @@ A changed binary or config of a stage that feeds a view's active table is refuse
 and nothing is changed: the table would hold the old code's results for history and
 the new code's from now on, equal to the fold of the ledger under neither. Build a
 new version with the new code instead (foldline backfill VIEW: it switches when
-caught up; --backfill does it for every view concerned, then deploys the rest), or
+caught up; --backfill does it for every view concerned, then deploys the rest: a
+backfill whose copies a later one shares runs with the deployed engine), or
 pass --in-place to update the running functions anyway; the registry then records,
 for the table, which stages changed and at which ledger positions (foldline views
 describe VIEW shows it).`,

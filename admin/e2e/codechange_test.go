@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -125,7 +126,9 @@ func TestDeployNeverChangesAViewsCodeSilently(t *testing.T) {
 // the path from validate on (dedup shared), then user_activity shares that
 // copy's validate (same code, kept from the first event) and copies
 // user-activity, which the manifests' user-activity could not stand in for
-// (it reads the old validate's output). With no rollback grace, seven
+// (it reads the old validate's output). product_sales is backfilled with
+// the deployed engine, since its copies are shared later, user_activity
+// fused. With no rollback grace, seven
 // functions are left, dedup and the new validate once each; the plan has
 // nothing more to change, and both views equal the fold.
 func TestDeployBackfillsEveryViewACodeChangeConcerns(t *testing.T) {
@@ -152,9 +155,17 @@ func TestDeployBackfillsEveryViewACodeChangeConcerns(t *testing.T) {
 		t.Fatalf("code changes %+v, want validate's config under both views", plan.CodeChanges)
 	}
 	var backfilled []string
-	run := func(ctx context.Context, opts deploy.Options, view string) error {
+	engines := map[string]string{}
+	run := func(ctx context.Context, opts deploy.Options, view string, sharedLater bool) error {
 		backfilled = append(backfilled, view)
-		bopts := backfill.Options{Options: opts, View: view, Poll: 500 * time.Millisecond, Timeout: 5 * time.Minute}
+		// As foldline deploy --backfill chooses, but fused where it may
+		// (auto would pick deployed on a ledger this short).
+		engine := backfill.EngineForDeploy(sharedLater)
+		if engine == backfill.EngineAuto {
+			engine = backfill.EngineFused
+		}
+		engines[view] = engine
+		bopts := backfill.Options{Options: opts, View: view, Engine: engine, Poll: 500 * time.Millisecond, Timeout: 5 * time.Minute}
 		bopts.Grace, bopts.GraceSet = 0, true
 		_, err := backfill.Run(ctx, bopts, false)
 		return err
@@ -164,6 +175,12 @@ func TestDeployBackfillsEveryViewACodeChangeConcerns(t *testing.T) {
 	}
 	if !slices.Equal(backfilled, []string{"product_sales", "user_activity"}) {
 		t.Errorf("backfilled %v, want product_sales, then user_activity", backfilled)
+	}
+	// product_sales's copy of validate is shared later: its output topic
+	// must hold the whole ledger's outputs, which only the deployed engine
+	// leaves.
+	if want := map[string]string{"product_sales": backfill.EngineDeployed, "user_activity": backfill.EngineFused}; !maps.Equal(engines, want) {
+		t.Errorf("engines %v, want %v", engines, want)
 	}
 	store := backfillrecord.Store{CQL: s.session, Keyspace: s.keyspace}
 	rec, err := store.ByTable(ctx, "user_activity", "user_activity_v2")

@@ -18,12 +18,16 @@ import (
 // for rollback: product_sales with a changed product-sales stage (only it
 // and the sink are copied; dedup, validate and purchases are shared) and
 // user_activity unchanged with the fused engine (only the sink is copied:
-// the fused run reads user-activity's output, kept from the first event).
+// the fused run reads user-activity's output, kept from the first event),
+// both fused.
 // Afterwards one function runs per stage of the manifests, no stage twice
 // for one input; status shows each manifest stage deployed and
 // running, under its name, with the function that runs it; plan has
-// nothing to change; and both views equal the fold of the ledger (under
-// the changed rule for product_sales) as events keep arriving.
+// nothing to change. A third backfill, of product_sales with the same
+// code, copies product-sales again rather than share the first one's copy
+// (a fused run left no history in its output topic). Both views equal the
+// fold of the ledger (under the changed rule for product_sales) as events
+// keep arriving.
 func TestBackfillsShareWhatDidNotChange(t *testing.T) {
 	s := deployShop(t, "share")
 	s.ingest(t, generate(t, 3000, 27))
@@ -33,6 +37,7 @@ func TestBackfillsShareWhatDidNotChange(t *testing.T) {
 	changed := manifestsWithBinary(t, "product-sales", ordersByUnits)
 	sales := s.backfillOptions("product_sales", changed)
 	sales.Grace, sales.GraceSet = 0, true
+	sales.Engine = backfill.EngineFused
 	if _, err := backfill.Run(ctx, sales, false); err != nil {
 		t.Fatalf("backfilling product_sales: %v", err)
 	}
@@ -107,6 +112,27 @@ func TestBackfillsShareWhatDidNotChange(t *testing.T) {
 	}
 	if len(plan.Pending()) != 0 || len(plan.CodeChanges) != 0 {
 		t.Errorf("plan after both backfills: pending %+v, code changes %+v; want none", plan.Pending(), plan.CodeChanges)
+	}
+
+	// product_sales once more, the same code: its copy of product-sales
+	// from the first backfill runs that code, but the fused run computed
+	// the ledger's first 3000 events in one process and deployed the copy
+	// after them, so its output topic holds only what came since. Shared,
+	// it would make a table of the later events alone; it is copied again.
+	sales.RequireIdentical = true
+	if _, err := backfill.Run(ctx, sales, false); err != nil {
+		t.Fatalf("backfilling product_sales again with the same code: %v", err)
+	}
+	again, err := store.ByTable(ctx, "product_sales", "product_sales_v3")
+	if err != nil || again == nil {
+		t.Fatalf("the record of product_sales_v3: %v, %v", again, err)
+	}
+	var copied []string
+	for _, r := range again.Stages {
+		copied = append(copied, r.Name)
+	}
+	if want := []string{"product-sales-bf-product_sales_v3", "product_sales_v3-sink"}; !slices.Equal(copied, want) {
+		t.Errorf("product_sales_v3 copied %v, want %v: a fused run's copy has no history in its output topic", copied, want)
 	}
 
 	s.ingest(t, generate(t, 1000, 28))

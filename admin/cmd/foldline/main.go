@@ -90,8 +90,8 @@ func newRoot() *cobra.Command {
 	root.AddCommand(lint.NewCommand())
 	root.AddCommand(build.NewCommand())
 	root.AddCommand(deploy.NewPlanCommand())
-	root.AddCommand(deploy.NewDeployCommand(func(ctx context.Context, opts deploy.Options, view string) error {
-		_, err := backfill.Run(ctx, backfill.Options{Options: opts, View: view}, false)
+	root.AddCommand(deploy.NewDeployCommand(func(ctx context.Context, opts deploy.Options, view string, sharedLater bool) error {
+		_, err := backfill.Run(ctx, backfill.Options{Options: opts, View: view, Engine: backfill.EngineForDeploy(sharedLater)}, false)
 		return err
 	}))
 	root.AddCommand(deploy.NewDestroyCommand())
