@@ -128,6 +128,10 @@ type Options struct {
 	// CopyAll copies every stage of the view's path, the unchanged ones
 	// upstream too, instead of sharing them (sharing).
 	CopyAll bool
+	// MaxRate bounds the ledger events per second a fused or cluster run
+	// reads, so that a long backfill leaves the cluster's Pulsar and
+	// Cassandra room for the live pipeline; 0 reads as fast as it can.
+	MaxRate int
 
 	// chain, set in a backfill's runner on the cluster (RunJob), is the
 	// binary that runs the path's functions as one chain: the runner's own.

@@ -64,6 +64,7 @@ type clusterJob struct {
 	// directory.
 	Manifests  map[string]string `json:"manifests"`
 	Checkpoint time.Duration     `json:"checkpoint,omitempty"`
+	MaxRate    int               `json:"maxRate,omitempty"`
 }
 
 // fuseOnCluster runs rec's fused run on the cluster: it builds and deploys
@@ -147,7 +148,7 @@ func (e *env) sendJob(ctx context.Context, opts Options, rec *backfillrecord.Rec
 	if err != nil {
 		return err
 	}
-	job, err := json.Marshal(clusterJob{View: rec.View, Table: rec.Table, Tenant: opts.Target.Tenant, Manifests: files, Checkpoint: opts.Checkpoint})
+	job, err := json.Marshal(clusterJob{View: rec.View, Table: rec.Table, Tenant: opts.Target.Tenant, Manifests: files, Checkpoint: opts.Checkpoint, MaxRate: opts.MaxRate})
 	if err != nil {
 		return fmt.Errorf("encoding the job of the backfill of %s: %w", rec.View, err)
 	}
@@ -304,7 +305,7 @@ func RunJob(ctx context.Context, payload []byte, chain string) error {
 	if err := writeManifests(dir, job.Manifests); err != nil {
 		return pf.Permanent(err)
 	}
-	opts := Options{View: job.View, Engine: EngineCluster, Checkpoint: job.Checkpoint}
+	opts := Options{View: job.View, Engine: EngineCluster, Checkpoint: job.Checkpoint, MaxRate: job.MaxRate}
 	opts.Command = target.Command{Dir: dir, Target: target.Flags{Tenant: job.Tenant}, Services: svc, ErrOut: os.Stderr, Out: os.Stderr}
 	opts.defaults()
 	e, err := open(ctx, opts)

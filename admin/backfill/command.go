@@ -75,6 +75,9 @@ not switched.`,
 			if n := countTrue(watch, abort, detach); n > 1 {
 				return fmt.Errorf("--watch, --abort and --detach exclude each other: %w", exitcode.ErrUsage)
 			}
+			if opts.MaxRate < 0 {
+				return fmt.Errorf("--max-rate %d: want events per second, or 0 for no limit: %w", opts.MaxRate, exitcode.ErrUsage)
+			}
 			if metricsAddr != "" && !abort {
 				opts.Progress = &Progress{}
 				reg := prometheus.NewRegistry()
@@ -132,6 +135,7 @@ not switched.`,
 	f.StringVar(&opts.Engine, "engine", EngineAuto, "how the copy catches up with the ledger: deployed (the functions worker runs the copy from the ledger's first event), fused (this machine runs the copy's path over the ledger first, every function in a local process and no topic in between, the sink's code writing the table, then deploys the copy from there), cluster (as fused, but the functions worker runs it as one function, which resumes from its checkpoint when restarted and needs this machine only to start it and to deploy the copy after it: every function of the path must be a one-line main), or auto (fused for a ledger of at least "+fmt.Sprint(fusedFromEntries)+" entries, where it measured faster)")
 	f.StringVar(&metricsAddr, "metrics-listen", "", "serve the progress as Prometheus metrics on this address while the command runs (foldline metrics exports every running backfill too)")
 	f.BoolVar(&opts.CopyAll, "copy-all", false, "copy every stage of the view's path, the unchanged ones upstream too (by default a stage whose code is the manifests' and whose output is kept from the first event is shared, not run twice)")
+	f.IntVar(&opts.MaxRate, "max-rate", 0, "read at most this many ledger events per second in a fused or cluster run, to leave the cluster room for the live pipeline (0: as fast as it can; the deployed engine ignores it)")
 	f.DurationVar(&opts.Checkpoint, "checkpoint", 0, "how often a fused run writes its checkpoint and heartbeat into the backfill's record (a run whose CLI died is resumed from it by the next foldline backfill VIEW or --watch); default 2s, and 10s for the checkpoint of a path with a stateful function, which saves its keys' states")
 	f.StringVar(&opts.Until, "until", "", "replay the view as of a point of the ledger into its own table, kept as a snapshot and never switched: an RFC 3339 time (events published up to it) or a ledger position ledger:entry[:batch] (up to it, inclusive)")
 	return cmd

@@ -1,10 +1,14 @@
 package backfill
 
 import (
+	"context"
 	"errors"
+	"iter"
 	"testing"
+	"time"
 
 	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/admin/internal/localrun"
 )
 
 func TestChooseEngine(t *testing.T) {
@@ -26,5 +30,48 @@ func TestChooseEngine(t *testing.T) {
 	}
 	if _, err := chooseEngine("turbo", 1); !errors.Is(err, exitcode.ErrUsage) {
 		t.Errorf("an unknown engine: %v, want a usage error", err)
+	}
+}
+
+// TestThrottledReadsAtMostTheRate: --max-rate holds a fused run's reading
+// to its rate on average (the events so far never come before they are
+// due), passes every batch on unchanged, and stops waiting when the run's
+// context ends.
+func TestThrottledReadsAtMostTheRate(t *testing.T) {
+	batches := func(n, size int) iter.Seq2[[]localrun.Message, error] {
+		return func(yield func([]localrun.Message, error) bool) {
+			for range n {
+				if !yield(make([]localrun.Message, size), nil) {
+					return
+				}
+			}
+		}
+	}
+	start := time.Now()
+	got := 0
+	for events, err := range throttled(t.Context(), batches(4, 100), 2000) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += len(events)
+		if due := time.Duration(got-len(events)) * time.Second / 2000; time.Since(start) < due {
+			t.Errorf("%d events had come after %s, before they were due at %s", got, time.Since(start), due)
+		}
+	}
+	if got != 400 {
+		t.Errorf("%d events, want 400", got)
+	}
+	if took, due := time.Since(start), 400*time.Second/2000; took < due {
+		t.Errorf("400 events at 2000/s read in %s, want at least %s", took, due)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	n := 0
+	for range throttled(ctx, batches(10, 1000), 1) { // 1000 s a batch, unless cancelled
+		n++
+		cancel()
+	}
+	if n != 1 {
+		t.Errorf("%d batches after the context ended, want 1", n)
 	}
 }

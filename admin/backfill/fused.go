@@ -188,7 +188,7 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 			return 0, fmt.Errorf("resuming the backfill of %s: %w", e.view.Name, err)
 		}
 	}
-	batches := localrun.ReadLedgerFrom(ctx, client, ledgers, 2000, from)
+	batches := throttled(ctx, localrun.ReadLedgerFrom(ctx, client, ledgers, 2000, from), opts.MaxRate)
 	stopSaves := func() error { return nil }
 	if stateful {
 		path.OnExport = func(states localrun.Exported) error { cp.exported(states); return nil }
@@ -419,6 +419,30 @@ func (e *env) saveExports(ctx context.Context, opts Options, forked []*manifest.
 		}
 	}()
 	return func() error { close(done); <-stopped; return failure }
+}
+
+// throttled is batches at most rate events per second on average since
+// the first (Options.MaxRate): after each batch it waits until the events
+// so far are due. A rate of 0 or less is batches as they come.
+func throttled(ctx context.Context, batches iter.Seq2[[]localrun.Message, error], rate int) iter.Seq2[[]localrun.Message, error] {
+	if rate <= 0 {
+		return batches
+	}
+	return func(yield func([]localrun.Message, error) bool) {
+		start, read := time.Now(), 0
+		for events, err := range batches {
+			if !yield(events, err) || err != nil {
+				return
+			}
+			read += len(events)
+			due := start.Add(time.Duration(float64(read) / float64(rate) * float64(time.Second)))
+			select {
+			case <-time.After(time.Until(due)):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 }
 
 // withExports is batches with a batch of the path's ExportMarkers after a

@@ -81,9 +81,17 @@ func (s *shop) killAtCheckpoint(t testing.TB, cmd *exec.Cmd, view string, events
 	return rec
 }
 
+// resumeRate is the --max-rate of the runs the tests kill part-way: about
+// ten seconds for their 150 000 events, so that the kill comes after a
+// checkpoint (with --copy-all, one whose keys' states are saved) and
+// before the end, on a loaded machine too. Unbounded, a run took 4.5 s
+// and was done before its first saved checkpoint showed.
+const resumeRate = 15000
+
 // TestFusedBackfillSurvivesItsOperator kills foldline backfill (SIGKILL)
-// while its fused run is half-way through the ledger, ingests more events,
-// and runs foldline backfill again: it resumes the run from the checkpoint
+// while its fused run is part-way through the ledger (read at --max-rate,
+// which the events written by the kill show), ingests more events, and
+// runs foldline backfill again: it resumes the run from the checkpoint
 // (the record counts two runs, and the resumed one starts from the events
 // the first confirmed written), deploys the copy, switches, and the new
 // table equals the fold of the whole ledger. Before, the record stayed
@@ -94,9 +102,13 @@ func TestFusedBackfillSurvivesItsOperator(t *testing.T) {
 	s.ingest(t, events)
 	s.waitForFold(t, 10*time.Minute)
 
-	cli := s.startBackfillCLI(t, "user_activity", s.opts.Dir, "--engine", "fused", "--checkpoint", "200ms", "--grace", "0s")
+	started := time.Now()
+	cli := s.startBackfillCLI(t, "user_activity", s.opts.Dir, "--engine", "fused", "--checkpoint", "200ms", "--grace", "0s", "--max-rate", strconv.Itoa(resumeRate))
 	killed := s.killAtCheckpoint(t, cli, "user_activity", int64(len(events)/4))
 	t.Logf("killed with %d of %d ledger events confirmed written", killed.Fused.Events, len(events))
+	if most := int64(time.Since(started).Seconds()*resumeRate) + 2000; killed.Fused.Events > most {
+		t.Errorf("--max-rate %d: %d events written in %s, more than the rate allows (%d, a batch of 2000 included)", resumeRate, killed.Fused.Events, time.Since(started), most)
+	}
 
 	opts := s.backfillOptions("user_activity", s.opts.Dir)
 	if _, err := backfill.Run(t.Context(), opts, false); err == nil {
@@ -133,7 +145,7 @@ func TestFusedBackfillSurvivesItsOperator(t *testing.T) {
 	// ledger's first event, and the copy deployed after it goes on from
 	// its states: the views stay the fold through more events (a
 	// duplicate among them) after the switch.
-	cli = s.startBackfillCLI(t, "user_activity", s.opts.Dir, "--engine", "fused", "--checkpoint", "200ms", "--grace", "0s", "--copy-all")
+	cli = s.startBackfillCLI(t, "user_activity", s.opts.Dir, "--engine", "fused", "--checkpoint", "200ms", "--grace", "0s", "--copy-all", "--max-rate", strconv.Itoa(resumeRate))
 	killed = s.killAtCheckpoint(t, cli, "user_activity", int64(len(s.ledger)/4))
 	t.Logf("--copy-all: killed with %d of %d ledger events confirmed written", killed.Fused.Events, len(s.ledger))
 	testenv.WaitFor(t, time.Minute, "the killed run's heartbeat stopped", func() bool {
@@ -179,7 +191,7 @@ func TestClusterBackfillSurvivesItsRunner(t *testing.T) {
 	s.ingest(t, events)
 	s.waitForFold(t, 10*time.Minute)
 
-	cli := s.startBackfillCLI(t, "user_activity", s.opts.Dir, "--engine", "cluster", "--checkpoint", "500ms", "--grace", "0s", "--copy-all")
+	cli := s.startBackfillCLI(t, "user_activity", s.opts.Dir, "--engine", "cluster", "--checkpoint", "500ms", "--grace", "0s", "--copy-all", "--max-rate", strconv.Itoa(resumeRate))
 	store := backfillrecord.Store{CQL: s.session, Keyspace: s.keyspace}
 	// The runner's process is found first and the checkpoint polled every
 	// 20 ms after it: the run takes a few seconds, and a search for the
