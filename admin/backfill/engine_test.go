@@ -66,6 +66,7 @@ func TestThrottledReadsAtMostTheRate(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	n := 0
 	for range throttled(ctx, batches(10, 1000), 1) { // 1000 s a batch, unless cancelled
 		n++
