@@ -74,10 +74,7 @@ func (e *env) sharing(ctx context.Context, opts Options, path []*manifest.Stage)
 				continue
 			}
 			key := manifest.UnforkedName(st.Name)
-			if partial[st.FullName()] {
-				continue
-			}
-			if sc, ok := code[key]; ok && !changed[key] {
+			if sc, ok := code[key]; ok && !changed[key] && !partial[st.FullName()] {
 				clean[key] = append(clean[key], carrier{stage: st, code: sc})
 			}
 		}
@@ -135,7 +132,7 @@ func (e *env) sharing(ctx context.Context, opts Options, path []*manifest.Stage)
 func partialOutputs(records []*backfillrecord.Record) map[string]bool {
 	partial := map[string]bool{}
 	for _, r := range records {
-		if r.Fused == nil && r.Engine != EngineFused && r.Engine != EngineCluster {
+		if r.Fused == nil { // set from the start for the fused and cluster engines
 			continue
 		}
 		for _, st := range r.Stages {

@@ -187,10 +187,7 @@ func TestDeployBackfillsEveryViewACodeChangeConcerns(t *testing.T) {
 	if err != nil || rec == nil {
 		t.Fatalf("the record of user_activity_v2: %v, %v", rec, err)
 	}
-	var shared []string
-	for _, st := range rec.Shares {
-		shared = append(shared, st.Name)
-	}
+	shared := stageNames(rec.Shares)
 	slices.Sort(shared)
 	if !slices.Equal(shared, []string{"dedup", "validate-bf-product_sales_v2"}) || rec.Stages[0].Name != "user-activity-bf-user_activity_v2" {
 		t.Errorf("user_activity_v2 shares %v and copies %+v; want dedup and validate-bf-product_sales_v2 shared, user-activity copied", shared, rec.Stages)

@@ -58,15 +58,8 @@ func TestBackfillsShareWhatDidNotChange(t *testing.T) {
 		if err != nil || rec == nil {
 			t.Fatalf("the record of %s_v2: %v, %v", view, rec, err)
 		}
-		names := func(refs []backfillrecord.StageRef) []string {
-			var out []string
-			for _, r := range refs {
-				out = append(out, r.Name)
-			}
-			return out
-		}
-		if !slices.Equal(names(rec.Shares), want[0]) || !slices.Equal(names(rec.Stages), want[1]) {
-			t.Errorf("%s: shared %v, copied %v; want shared %v, copied %v", view, names(rec.Shares), names(rec.Stages), want[0], want[1])
+		if !slices.Equal(stageNames(rec.Shares), want[0]) || !slices.Equal(stageNames(rec.Stages), want[1]) {
+			t.Errorf("%s: shared %v, copied %v; want shared %v, copied %v", view, stageNames(rec.Shares), stageNames(rec.Stages), want[0], want[1])
 		}
 	}
 
@@ -127,11 +120,7 @@ func TestBackfillsShareWhatDidNotChange(t *testing.T) {
 	if err != nil || again == nil {
 		t.Fatalf("the record of product_sales_v3: %v, %v", again, err)
 	}
-	var copied []string
-	for _, r := range again.Stages {
-		copied = append(copied, r.Name)
-	}
-	if want := []string{"product-sales-bf-product_sales_v3", "product_sales_v3-sink"}; !slices.Equal(copied, want) {
+	if copied, want := stageNames(again.Stages), []string{"product-sales-bf-product_sales_v3", "product_sales_v3-sink"}; !slices.Equal(copied, want) {
 		t.Errorf("product_sales_v3 copied %v, want %v: a fused run's copy has no history in its output topic", copied, want)
 	}
 
@@ -142,4 +131,13 @@ func TestBackfillsShareWhatDidNotChange(t *testing.T) {
 		fold.ProductSales[sku] = row
 	}
 	s.waitForResult(t, fold, 3*time.Minute)
+}
+
+// stageNames returns the names of a backfill record's stages, in order.
+func stageNames(refs []backfillrecord.StageRef) []string {
+	var out []string
+	for _, r := range refs {
+		out = append(out, r.Name)
+	}
+	return out
 }
