@@ -469,9 +469,15 @@ func (s *shop) waitForResult(t testing.TB, want shopfold.Result, timeout time.Du
 		if time.Now().After(deadline) {
 			t.Fatalf("views still differ from the fold of %d ledger events after %v:\n%s\nsubscriptions:\n%s\noperations:\n%s", len(s.ledger), timeout, last, s.subscriptionReport(t), s.opsReport(t, last))
 		}
-		time.Sleep(time.Second)
+		time.Sleep(foldPoll)
 	}
 }
+
+// foldPoll is how often waitForResult reads the views, as often as
+// testenv.WaitFor polls: a test's views are a few hundred rows, and with a
+// second between reads each of the package's waits lasted, on average,
+// half a second past the moment the views were equal.
+const foldPoll = 250 * time.Millisecond
 
 // TestShopViewsEqualFold is the plain path of the demo: deploy, ingest,
 // and the views equal the fold (issue 6 (a), issue 7's end-to-end test);

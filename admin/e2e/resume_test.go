@@ -61,8 +61,8 @@ func (s *shop) killAtCheckpoint(t testing.TB, cmd *exec.Cmd, view string, events
 	t.Helper()
 	store := backfillrecord.Store{CQL: s.session, Keyspace: s.keyspace}
 	var rec *backfillrecord.Record
-	// Every 20 ms: a run that copies only the sink reads 150 000 events in
-	// well under a second, and its checkpoints come every 200 ms.
+	// Every 20 ms: the checkpoints come every 200 ms, and a run at
+	// --max-rate is done in seconds.
 	testenv.WaitForEvery(t, 5*time.Minute, 20*time.Millisecond, "a checkpoint of the fused run", func() bool {
 		r, err := store.Unfinished(t.Context(), view)
 		if err != nil || r == nil || r.Fused == nil {
@@ -82,11 +82,17 @@ func (s *shop) killAtCheckpoint(t testing.TB, cmd *exec.Cmd, view string, events
 }
 
 // resumeRate is the --max-rate of the runs the tests kill part-way: about
-// ten seconds for their 150 000 events, so that the kill comes after a
-// checkpoint (with --copy-all, one whose keys' states are saved) and
-// before the end, on a loaded machine too. Unbounded, a run took 4.5 s
-// and was done before its first saved checkpoint showed.
-const resumeRate = 15000
+// ten seconds for their resumeEvents events, so that the kill comes after
+// a checkpoint (with --copy-all, one whose keys' states are saved) and
+// before the end, on a loaded machine too. Unbounded, a run of 150 000
+// events took 4.5 s and was done before its first saved checkpoint showed.
+const resumeRate = 3000
+
+// resumeEvents is the ledger of the tests that kill a run part-way: the
+// rate, not the ledger's length, keeps the run long enough to be killed,
+// and the deployed shop folds the ledger first (about 1 600 events a
+// second here), which is most of such a test's time.
+const resumeEvents = 30_000
 
 // TestFusedBackfillSurvivesItsOperator kills foldline backfill (SIGKILL)
 // while its fused run is part-way through the ledger (read at --max-rate,
@@ -98,7 +104,7 @@ const resumeRate = 15000
 // running with no way on but --abort.
 func TestFusedBackfillSurvivesItsOperator(t *testing.T) {
 	s := deployShop(t, "resume")
-	events := generate(t, testenv.EnvInt(t, "FOLDLINE_RESUME_EVENTS", 150_000), 25)
+	events := generate(t, testenv.EnvInt(t, "FOLDLINE_RESUME_EVENTS", resumeEvents), 25)
 	s.ingest(t, events)
 	s.waitForFold(t, 10*time.Minute)
 
@@ -187,7 +193,7 @@ func TestFusedBackfillSurvivesItsOperator(t *testing.T) {
 // ingested meanwhile and a duplicate included.
 func TestClusterBackfillSurvivesItsRunner(t *testing.T) {
 	s := deployShop(t, "cluster")
-	events := generate(t, testenv.EnvInt(t, "FOLDLINE_CLUSTER_EVENTS", 150_000), 28)
+	events := generate(t, testenv.EnvInt(t, "FOLDLINE_CLUSTER_EVENTS", resumeEvents), 28)
 	s.ingest(t, events)
 	s.waitForFold(t, 10*time.Minute)
 
