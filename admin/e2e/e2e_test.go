@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,13 +73,7 @@ func deployShopFrom(t testing.TB, name, dir string) *shop {
 		CacheDir: filepath.Join(os.TempDir(), "foldline-test-bin"),
 		Wait:     5 * time.Minute,
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Tables: true, Purge: true, Yes: true}); err != nil {
-			t.Logf("purging tenant %s: %v", tenant, err)
-		}
-	})
+	t.Cleanup(func() { purge(tenant, opts) })
 	if _, err := deploy.Deploy(t.Context(), opts); err != nil {
 		t.Fatalf("deploying the shop pipeline as %s: %v", tenant, err)
 	}
@@ -100,6 +95,45 @@ func deployShopFrom(t testing.TB, name, dir string) *shop {
 	}
 	return &shop{svc: svc, tenant: tenant, keyspace: manifest.KeyspaceFor(tenant), opts: opts, session: session,
 		windowed: windowed == 2, joined: joined, enriched: enriched}
+}
+
+// purges are the tenants' purges still going: TestMain waits for them.
+var purges sync.WaitGroup
+
+// TestMain runs the tests, then waits for the purges of their tenants.
+func TestMain(m *testing.M) {
+	m.Run() // its result is the binary's exit code once TestMain returns
+	purges.Wait()
+}
+
+// purge removes a test's tenant (its functions, topics, tables and
+// keyspace) in the background, while the next test runs: about 5 s a
+// test, which nothing after it waits for. What it says goes to standard
+// error only when it fails, since the test that deployed the tenant is
+// over by then.
+func purge(tenant string, opts deploy.Options) {
+	// The manifests say what to remove, and the test's copy of them may go
+	// with its temporary directory as soon as this returns.
+	dir, err := os.MkdirTemp("", "e2e-purge-")
+	if err == nil {
+		err = os.CopyFS(dir, os.DirFS(opts.Dir))
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		fmt.Fprintf(os.Stderr, "purging tenant %s: copying its manifests: %v\n", tenant, err)
+		return
+	}
+	opts.Dir = dir
+	purges.Go(func() {
+		defer os.RemoveAll(dir)
+		var out bytes.Buffer
+		opts.Out, opts.ErrOut = &out, &out
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if _, err := deploy.Destroy(ctx, deploy.DestroyOptions{Options: opts, Tables: true, Purge: true, Yes: true}); err != nil {
+			fmt.Fprintf(os.Stderr, "purging tenant %s: %v\n%s", tenant, err, out.String())
+		}
+	})
 }
 
 // cassandraSession logs in to Cassandra with svc's credentials; the session
