@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,4 +76,30 @@ func TestThrottledReadsAtMostTheRate(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d batches after the context ended, want 1", n)
 	}
+}
+
+// waitApplied returns once every submitted operation is answered, and,
+// when the run's context ends first, without the answers the stopped
+// batcher will never give.
+func TestWaitAppliedEndsWithTheRun(t *testing.T) {
+	var submitted sync.WaitGroup
+	submitted.Add(2)
+	go submitted.Done()
+	go submitted.Done()
+	waitApplied(t.Context(), &submitted) // both answered: returns
+
+	ctx, cancel := context.WithCancel(t.Context())
+	submitted.Add(1) // queued when the batcher stopped: never answered
+	returned := make(chan struct{})
+	go func() {
+		waitApplied(ctx, &submitted)
+		close(returned)
+	}()
+	select {
+	case <-returned:
+		t.Fatal("returned with an operation unanswered while the run goes on")
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel()
+	<-returned // the test's own timeout catches a wait that never ends
 }

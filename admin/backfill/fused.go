@@ -203,14 +203,26 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 			_ = stopSaves()
 		}
 	}()
-	var current *batchMark // the batch whose operations op sees: set by batch, on the same goroutine
+	var (
+		current *batchMark  // the batch whose operations op sees: set by batch, on the same goroutine
+		applied func(error) // what the batcher calls once an operation of current is written, or failed
+	)
 	start, lastReport := time.Now(), time.Now()
 	opts.Progress.fusing(e.view.Name, schema.Table)
 	err = path.Stream(ctx, batches, func(batch []localrun.Message) {
 		for _, m := range batch {
 			last[m.Topic] = m
 		}
-		current = cp.open(batch)
+		m := cp.open(batch)
+		current = m
+		applied = func(err error) { // one per batch, not one per operation
+			if err != nil {
+				fail(err)
+			} else {
+				cp.applied(m)
+			}
+			wg.Done()
+		}
 		read += int64(len(batch))
 		opts.Progress.read(len(batch))
 		if time.Since(lastReport) >= 5*time.Second {
@@ -224,21 +236,13 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 		if failed != nil {
 			return failed
 		}
-		m := current
-		cp.submitted(m)
+		cp.submitted(current)
 		wg.Add(1)
-		return batcher.SubmitAsync(ctx, op, func(err error) {
-			if err != nil {
-				fail(err)
-			} else {
-				cp.applied(m)
-			}
-			wg.Done()
-		})
+		return batcher.SubmitAsync(ctx, op, applied)
 	})
 	cp.seal()
 	batcher.Flush() // the ledger's end: the last batch need not linger
-	wg.Wait()
+	waitApplied(ctx, &wg)
 	saveErr := stopSaves() // the last export's states saved, if it came out whole
 	stopCheckpoints()
 	checkpointing = false
@@ -271,6 +275,23 @@ func (e *env) fuse(ctx context.Context, opts Options, forked []*manifest.Stage, 
 	}
 	fmt.Fprintf(opts.ErrOut, "fused backfill of %s: %d events of %s into %s.%s in %s; deploying the copy from there\n", e.view.Name, read, strings.Join(ledgers, ", "), schema.Keyspace, schema.Table, time.Since(start).Round(100*time.Millisecond))
 	return read, nil
+}
+
+// waitApplied waits until every operation submitted to the batcher has
+// its answer (submitted counts them), or only until ctx ends: the batcher
+// stops with ctx (a failure, a run taken over), and the operations it
+// still queued then are never answered. Waiting for them hung the command
+// instead of letting it report why the run stopped.
+func waitApplied(ctx context.Context, submitted *sync.WaitGroup) {
+	answered := make(chan struct{})
+	go func() {
+		submitted.Wait()
+		close(answered)
+	}()
+	select {
+	case <-answered:
+	case <-ctx.Done():
+	}
 }
 
 // replayed returns the entries of last (ledger topic → last event read)
