@@ -294,15 +294,18 @@ func (p *Pipeline) deadLetter(function string, s *stage, letter, in Message) err
 // sink's input) and calls op for each, with the ledger event among events
 // that caused it.
 func (p *Pipeline) emit(events, msgs []Message, op func(cassandra.Op, Message) error) error {
-	causes := causes{events: events}
+	causes := newCauses(events)
 	var topic string // the origin topic of the last operation: the next one's too, most often
 	for _, m := range msgs {
-		if m.Topic != p.sinkInput || isMarker(m) {
+		if m.Topic != p.sinkInput {
 			continue
 		}
-		payload, origin, err := payloadAndOrigin(m, topic)
+		payload, origin, marker, err := sinkInput(m, topic)
 		if err != nil {
 			return fmt.Errorf("the origin of a view operation on %s: %w", p.sinkInput, err)
+		}
+		if marker {
+			continue
 		}
 		topic = origin.Topic
 		// A chain's last function writes them in their local form.
@@ -469,19 +472,29 @@ func isMarkerBatch(events []Message) bool {
 	return len(events) > 0 && events[0].Ledger < 0 && events[0].Properties[pf.PropExportStates] != ""
 }
 
-// isMarker reports whether m is a marker of the driver's (ExportMarkers,
-// ImportStates), passed on by the path's functions.
-func isMarker(m Message) bool {
+// sinkInput reads a message bound for the sink's input, its fields parsed
+// once: marker for a marker of the driver's (ExportMarkers, ImportStates)
+// passed on by the path's functions, else its payload and origin
+// (payloadAndOrigin).
+func sinkInput(m Message, lastTopic string) (payload []byte, origin envelope.Origin, marker bool, err error) {
 	if m.Encoded == nil {
-		return m.Properties[pf.PropExportStates] != "" || m.Properties[pf.PropImportStates] != ""
+		if m.Properties[pf.PropExportStates] != "" || m.Properties[pf.PropImportStates] != "" {
+			return nil, envelope.Origin{}, true, nil
+		}
+		payload, origin, err = payloadAndOrigin(m, lastTopic)
+		return payload, origin, false, err
 	}
 	f, err := localwire.ParseFields(m.Encoded)
 	if err != nil {
-		return false
+		return nil, envelope.Origin{}, false, err
 	}
 	export, _ := f.Property(pf.PropExportStates)
 	imported, _ := f.Property(pf.PropImportStates)
-	return len(export) > 0 || len(imported) > 0
+	if len(export) > 0 || len(imported) > 0 {
+		return nil, envelope.Origin{}, true, nil
+	}
+	origin, err = fieldsOrigin(f, lastTopic)
+	return f.Payload, origin, false, err
 }
 
 // payloadAndOrigin returns a derived message's payload and origin; the
@@ -508,6 +521,26 @@ type causes struct {
 	events []Message
 	next   int
 	byKey  map[eventKey]int
+	// topic is the topic of every event, when they have one (a ledger of
+	// one topic, or a shared stage's output): an operation whose origin is
+	// elsewhere has no cause among them, as when the events are a shared
+	// stage's outputs and the origins ledger events.
+	topic string
+}
+
+// newCauses returns the causes among events.
+func newCauses(events []Message) causes {
+	c := causes{events: events}
+	if len(events) > 0 && events[0].Topic == events[len(events)-1].Topic {
+		c.topic = events[0].Topic
+		for _, e := range events {
+			if e.Topic != c.topic {
+				c.topic = ""
+				break
+			}
+		}
+	}
+	return c
 }
 
 // causesLookahead is how many events on the cursor looks.
@@ -516,6 +549,9 @@ const causesLookahead = 32
 // of returns the event at origin, or the zero Message when events hold
 // none.
 func (c *causes) of(origin envelope.Origin) Message {
+	if c.topic != "" && origin.Topic != c.topic {
+		return Message{}
+	}
 	pos := origin.Position
 	for i := c.next; i < len(c.events) && i < c.next+causesLookahead; i++ {
 		if e := &c.events[i]; e.Entry == pos.Entry && e.Batch == int64(pos.Batch) && e.Ledger == pos.Ledger && e.Topic == origin.Topic {

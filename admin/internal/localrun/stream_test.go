@@ -42,6 +42,31 @@ func TestCausesFindsEveryEvent(t *testing.T) {
 	if got := c.of(missing); !reflect.DeepEqual(got, Message{}) {
 		t.Errorf("an origin among no events: got %+v, want the zero Message", got)
 	}
+
+	// Events of one topic (a shared stage's outputs, read as a fused run's
+	// input): found as before; an origin on another topic (the ledger
+	// event they came of) is among none of them.
+	var one []Message
+	for _, e := range events {
+		if e.Topic == "persistent://t/ledger/a" {
+			one = append(one, e)
+		}
+	}
+	c = newCauses(one)
+	for _, i := range []int{0, 5, len(one) - 1, 2} {
+		if got := c.of(originOf(one[i])); !reflect.DeepEqual(got, one[i]) {
+			t.Fatalf("event %d of one topic: got %+v, want %+v", i, got, one[i])
+		}
+	}
+	elsewhere := originOf(one[3])
+	elsewhere.Topic = "persistent://t/ledger/b"
+	c = newCauses(one)
+	if got := c.of(elsewhere); !reflect.DeepEqual(got, Message{}) {
+		t.Errorf("an origin on another topic: got %+v, want the zero Message", got)
+	}
+	if c.byKey != nil {
+		t.Error("an origin on another topic than the events' searched them all")
+	}
 }
 
 // TestOriginOfEncodedOutput reads the origin of a stage's output passed on
@@ -95,6 +120,49 @@ func TestOriginOfEncodedOutput(t *testing.T) {
 	fresh := testing.AllocsPerRun(100, func() { _, _, _ = payloadAndOrigin(m, "") })
 	if reused >= fresh {
 		t.Errorf("the last origin topic given: %.0f allocations, as many as without it (%.0f)", reused, fresh)
+	}
+}
+
+// sinkInput tells a marker of the driver's from a view operation, in
+// either form, and reads an operation as payloadAndOrigin does.
+func TestSinkInputTellsMarkersFromOperations(t *testing.T) {
+	encode := func(props map[string]string) Message {
+		t.Helper()
+		var buf bytes.Buffer
+		w := localwire.NewWriter(&buf)
+		if err := w.Output(&localwire.Output{Seq: 1, Topic: "persistent://t/p/ops", Payload: []byte(`{"op":1}`), Properties: props}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		r := localwire.NewReader(&buf)
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+		_, topic, encoded, err := r.OutputEncoded()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Message{Topic: topic, Ledger: -1, Entry: -1, Batch: -1, Encoded: bytes.Clone(encoded)}
+	}
+	op := map[string]string{envelope.PropOrigin: "7:3:1 persistent://t/ledger/events"}
+	for _, props := range []map[string]string{{pf.PropExportStates: "true"}, {pf.PropImportStates: "dedup"}} {
+		for _, m := range []Message{encode(props), {Topic: "persistent://t/p/ops", Properties: props}} {
+			if _, _, marker, err := sinkInput(m, ""); !marker || err != nil {
+				t.Errorf("%v (encoded: %t): marker %t, %v; want a marker", props, m.Encoded != nil, marker, err)
+			}
+		}
+	}
+	for _, m := range []Message{encode(op), {Topic: "persistent://t/p/ops", Payload: []byte(`{"op":1}`), Properties: op}} {
+		payload, origin, marker, err := sinkInput(m, "")
+		wantPayload, wantOrigin, wantErr := payloadAndOrigin(m, "")
+		if marker || err != nil || wantErr != nil || !bytes.Equal(payload, wantPayload) || !reflect.DeepEqual(origin, wantOrigin) {
+			t.Errorf("encoded %t: %q %+v marker %t %v; want %q %+v, %v", m.Encoded != nil, payload, origin, marker, err, wantPayload, wantOrigin, wantErr)
+		}
+	}
+	if _, _, _, err := sinkInput(encode(map[string]string{"other": "x"}), ""); err == nil {
+		t.Error("an operation without an origin: no error")
 	}
 }
 
