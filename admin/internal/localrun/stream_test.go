@@ -76,23 +76,7 @@ func TestCausesFindsEveryEvent(t *testing.T) {
 func TestOriginOfEncodedOutput(t *testing.T) {
 	encode := func(props map[string]string) Message {
 		t.Helper()
-		var buf bytes.Buffer
-		w := localwire.NewWriter(&buf)
-		if err := w.Output(&localwire.Output{Seq: 1, Topic: "persistent://t/p/valid", Payload: []byte(`{}`), Properties: props}); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		r := localwire.NewReader(&buf)
-		if _, err := r.Next(); err != nil {
-			t.Fatal(err)
-		}
-		_, topic, encoded, err := r.OutputEncoded()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return Message{Topic: topic, Ledger: -1, Entry: -1, Batch: -1, Encoded: bytes.Clone(encoded)}
+		return encodedOutput(t, "persistent://t/p/valid", []byte(`{}`), props)
 	}
 	for _, props := range []map[string]string{
 		{envelope.PropOrigin: "7:3:1/0@e1 persistent://t/ledger/events", "other": "x"},
@@ -128,23 +112,7 @@ func TestOriginOfEncodedOutput(t *testing.T) {
 func TestSinkInputTellsMarkersFromOperations(t *testing.T) {
 	encode := func(props map[string]string) Message {
 		t.Helper()
-		var buf bytes.Buffer
-		w := localwire.NewWriter(&buf)
-		if err := w.Output(&localwire.Output{Seq: 1, Topic: "persistent://t/p/ops", Payload: []byte(`{"op":1}`), Properties: props}); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		r := localwire.NewReader(&buf)
-		if _, err := r.Next(); err != nil {
-			t.Fatal(err)
-		}
-		_, topic, encoded, err := r.OutputEncoded()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return Message{Topic: topic, Ledger: -1, Entry: -1, Batch: -1, Encoded: bytes.Clone(encoded)}
+		return encodedOutput(t, "persistent://t/p/ops", []byte(`{"op":1}`), props)
 	}
 	op := map[string]string{envelope.PropOrigin: "7:3:1 persistent://t/ledger/events"}
 	for _, props := range []map[string]string{{pf.PropExportStates: "true"}, {pf.PropImportStates: "dedup"}} {
@@ -164,6 +132,29 @@ func TestSinkInputTellsMarkersFromOperations(t *testing.T) {
 	if _, _, _, err := sinkInput(encode(map[string]string{"other": "x"}), ""); err == nil {
 		t.Error("an operation without an origin: no error")
 	}
+}
+
+// encodedOutput is a stage's output to topic, with payload and props, as
+// the driver receives it (fields after the topic still encoded).
+func encodedOutput(t *testing.T, topic string, payload []byte, props map[string]string) Message {
+	t.Helper()
+	var buf bytes.Buffer
+	w := localwire.NewWriter(&buf)
+	if err := w.Output(&localwire.Output{Seq: 1, Topic: topic, Payload: payload, Properties: props}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r := localwire.NewReader(&buf)
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	_, got, encoded, err := r.OutputEncoded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Message{Topic: got, Ledger: -1, Entry: -1, Batch: -1, Encoded: bytes.Clone(encoded)}
 }
 
 // A ledger event cannot pose as a marker of the driver's: FromPulsar's
