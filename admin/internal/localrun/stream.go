@@ -474,15 +474,15 @@ func isMarkerBatch(events []Message) bool {
 
 // sinkInput reads a message bound for the sink's input, its fields parsed
 // once: marker for a marker of the driver's (ExportMarkers, ImportStates)
-// passed on by the path's functions, else its payload and origin
-// (payloadAndOrigin).
+// passed on by the path's functions, else its payload and origin; the
+// origin's topic is the string lastTopic when they are equal.
 func sinkInput(m Message, lastTopic string) (payload []byte, origin envelope.Origin, marker bool, err error) {
 	if m.Encoded == nil {
 		if m.Properties[pf.PropExportStates] != "" || m.Properties[pf.PropImportStates] != "" {
 			return nil, envelope.Origin{}, true, nil
 		}
-		payload, origin, err = payloadAndOrigin(m, lastTopic)
-		return payload, origin, false, err
+		origin, err = envelope.OriginFromProperties(m.Properties)
+		return m.Payload, origin, false, err
 	}
 	f, err := localwire.ParseFields(m.Encoded)
 	if err != nil {
@@ -495,21 +495,6 @@ func sinkInput(m Message, lastTopic string) (payload []byte, origin envelope.Ori
 	}
 	origin, err = fieldsOrigin(f, lastTopic)
 	return f.Payload, origin, false, err
-}
-
-// payloadAndOrigin returns a derived message's payload and origin; the
-// origin's topic is the string lastTopic when they are equal.
-func payloadAndOrigin(m Message, lastTopic string) ([]byte, envelope.Origin, error) {
-	if m.Encoded == nil {
-		origin, err := envelope.OriginFromProperties(m.Properties)
-		return m.Payload, origin, err
-	}
-	f, err := localwire.ParseFields(m.Encoded)
-	if err != nil {
-		return nil, envelope.Origin{}, err
-	}
-	origin, err := fieldsOrigin(f, lastTopic)
-	return f.Payload, origin, err
 }
 
 // causes finds the ledger event among events that caused a view operation.
@@ -531,13 +516,12 @@ type causes struct {
 // newCauses returns the causes among events.
 func newCauses(events []Message) causes {
 	c := causes{events: events}
-	if len(events) > 0 && events[0].Topic == events[len(events)-1].Topic {
-		c.topic = events[0].Topic
-		for _, e := range events {
-			if e.Topic != c.topic {
-				c.topic = ""
-				break
-			}
+	for i, e := range events {
+		if i == 0 {
+			c.topic = e.Topic
+		} else if e.Topic != c.topic {
+			c.topic = ""
+			break
 		}
 	}
 	return c
