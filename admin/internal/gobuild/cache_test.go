@@ -125,13 +125,14 @@ func TestConcurrentBuildsShareACache(t *testing.T) {
 
 // A build asked again with the same sources, package and platform, by
 // another Builder (the next command), takes the binary the first stored
-// and runs no go build; a changed tracked file, or a cached binary whose
+// and runs no go build, nor copies the sources; a changed tracked file, or a cached binary whose
 // bytes no longer match its name, builds again.
 func TestSameBuildIsReused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds binaries")
 	}
 	cache, dir := t.TempDir(), checkout(t, "reused")
+	t.Setenv("GOTMPDIR", t.TempDir())
 	const pkg = "example.com/checkout/functions/cmd"
 	build := func(from ...string) (Binary, bool) {
 		t.Helper()
@@ -149,12 +150,21 @@ func TestSameBuildIsReused(t *testing.T) {
 	if !built {
 		t.Fatal("the first build ran no go build")
 	}
+	// Taken from the cache, a build copies no sources: with no temporary
+	// folder to copy them into, it still succeeds (the go command has a
+	// folder of its own, GOTMPDIR, set from the start: go env, part of the
+	// key, names it).
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
 	if again, built := build(); built || again != first {
 		t.Errorf("the same build again: %+v (built: %v), want %+v taken from the cache", again, built, first)
 	}
 	if again, built := build("functions"); built || again != first {
 		t.Errorf("the same import path from another folder of the module: %+v (built: %v), want %+v taken from the cache", again, built, first)
 	}
+	if _, err := (&Builder{Dir: dir, CacheDir: cache}).Build(t.Context(), "example.com/checkout/functions/other"); err == nil || !strings.Contains(err.Error(), "copying the sources") {
+		t.Errorf("a build the cache does not hold, with no temporary folder: %v, want it to fail copying the sources", err)
+	}
+	t.Setenv("TMPDIR", t.TempDir())
 	if err := os.WriteFile(filepath.Join(dir, "functions/cmd/main.go"), []byte("package main\n\nfunc main() { println(\"changed\") }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

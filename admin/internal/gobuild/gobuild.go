@@ -198,7 +198,7 @@ type Builder struct {
 
 	mu        sync.Mutex
 	goEnvs    map[Platform]string  // go env's answer, by platform (reuse.go)
-	sources   *sources             // the tracked files' copy builds running now share
+	sources   *sources             // the tracked files as builds running now share them
 	jobs      map[string]*buildJob // by package: built, or being built
 	generated map[string]*buildJob // BuildGenerated's, by the source's digest
 	indexMu   sync.Mutex
@@ -321,8 +321,8 @@ func (b *Builder) cacheDir() (string, error) {
 }
 
 // goBuild runs go build for pkg (a package argument CheckPackage accepts)
-// in the copy of the tracked sources (acquireSources) where dir lies in
-// it, and stores the binary in the cache folder under name and its digest
+// in the copy of the tracked sources (acquireSources, copy) where dir lies
+// in it, and stores the binary in the cache folder under name and its digest
 // (see store). flags come before the package; overlay, when set, makes
 // them from the copy's module root (a generated package's overlay), and
 // overlaid is the digest of what it lays over the sources. A build whose
@@ -330,20 +330,37 @@ func (b *Builder) cacheDir() (string, error) {
 // the cache is not run again: its binary is taken (reuse.go). Otherwise
 // progress, the build's line, goes to b.Progress.
 func (b *Builder) goBuild(ctx context.Context, dir, pkg, cache, name string, platform Platform, overlay func(copyRoot string) ([]string, error), overlaid, progress string) (Binary, error) {
-	src, copyDir, release, err := b.acquireSources(ctx, dir)
+	src, rel, release, err := b.acquireSources(ctx, dir)
 	if err != nil {
 		return Binary{}, fmt.Errorf("building %s: %w", pkg, err)
 	}
 	defer release()
-	copyRoot := src.root
-	key, err := b.buildKey(ctx, dir, src, copyDir, pkg, platform, overlaid)
-	if err != nil {
-		return Binary{}, fmt.Errorf("building %s: %w", pkg, err)
+	// The cache is asked for the build of the sources as hashed in place;
+	// only a build it does not hold copies them, and, should the tracked
+	// files have changed since they were hashed, it is asked again for the
+	// build of what the copy holds.
+	var key, copyRoot string
+	for digest := src.digest; ; {
+		if key, err = b.buildKey(ctx, dir, digest, rel, pkg, platform, overlaid); err != nil {
+			return Binary{}, fmt.Errorf("building %s: %w", pkg, err)
+		}
+		if bin, ok := reuse(cache, key, name); ok {
+			bin.Package, bin.Platform = pkg, platform
+			return bin, nil
+		}
+		if copyRoot != "" {
+			break
+		}
+		var copied string
+		if copyRoot, copied, err = b.copy(ctx, src); err != nil {
+			return Binary{}, fmt.Errorf("building %s: %w", pkg, err)
+		}
+		if copied == digest {
+			break
+		}
+		digest = copied
 	}
-	if bin, ok := reuse(cache, key, name); ok {
-		bin.Package, bin.Platform = pkg, platform
-		return bin, nil
-	}
+	copyDir := filepath.Join(copyRoot, filepath.FromSlash(rel))
 	if b.Progress != nil {
 		fmt.Fprintln(b.Progress, progress)
 	}

@@ -33,9 +33,10 @@ const keyFormat = "foldline-build-1 -trimpath -ldflags=-w CGO_ENABLED=0 GOWORK=o
 // the binary built for it.
 const indexDir = ".index"
 
-// buildKey returns the key of building pkg in copyDir of the sources src
-// for platform, overlaid with what overlaid digests ("" for nothing).
-func (b *Builder) buildKey(ctx context.Context, dir string, src *sources, copyDir, pkg string, platform Platform, overlaid string) (string, error) {
+// buildKey returns the key of building pkg, from rel (slash separated) of
+// the tracked sources whose digest is given, for platform, overlaid with
+// what overlaid digests ("" for nothing).
+func (b *Builder) buildKey(ctx context.Context, dir, digest, rel, pkg string, platform Platform, overlaid string) (string, error) {
 	env, err := b.goEnv(ctx, dir, platform)
 	if err != nil {
 		return "", err
@@ -44,14 +45,10 @@ func (b *Builder) buildKey(ctx context.Context, dir string, src *sources, copyDi
 	// from where it runs.
 	where := ""
 	if isRelative(pkg) {
-		rel, err := filepath.Rel(src.root, copyDir)
-		if err != nil {
-			return "", err
-		}
-		where = filepath.ToSlash(rel)
+		where = rel
 	}
 	h := sha256.New()
-	for _, part := range []string{keyFormat, src.digest, where, pkg, overlaid, platform.GOOS, platform.GOARCH, env} {
+	for _, part := range []string{keyFormat, digest, where, pkg, overlaid, platform.GOOS, platform.GOARCH, env} {
 		fmt.Fprintf(h, "%d:%s\n", len(part), part)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
