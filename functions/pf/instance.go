@@ -169,8 +169,8 @@ type instance struct {
 	// nil under the worker, where an input lives until its sends are
 	// confirmed and a chunk would live as long as its slowest input.
 	inputs *slab[input]
-	// spare holds, under the worker, the state of inputs that are over,
-	// for the next inputs to take (see input.recycle).
+	// spare holds the state of inputs that are over, for the next inputs
+	// to take (see input.recycle) before a new one is made.
 	spare sync.Pool
 	// epochs gives ledger events without an epoch of their own their
 	// topic's: under the worker, read from the topic (topicEpochs) when
@@ -364,11 +364,11 @@ func (inst *instance) takeImport(in *input) error {
 
 // newInput returns a new input's state.
 func (inst *instance) newInput() *input {
-	if inst.inputs != nil {
-		return inst.inputs.new()
-	}
 	if in, ok := inst.spare.Get().(*input); ok {
 		return in
+	}
+	if inst.inputs != nil {
+		return inst.inputs.new()
 	}
 	return new(input)
 }
@@ -380,10 +380,11 @@ func (inst *instance) newInput() *input {
 // output by then: it called back, and reads nothing of the message after
 // that. A goroutine the handler left behind may still hold the input's
 // context: it keeps the run's context, so that Done and Err still work.
-// Under the worker only: a local run makes its inputs in slabs.
+// A local run recycles them too: a fused backfill's chain made about 1.2 KB
+// of inputs' state per ledger event otherwise, for the collector to sweep.
 func (in *input) recycle() {
 	inst := in.fc.inst
-	if inst.inputs != nil || len(in.out) > 1 || in.fc.lent.Load() {
+	if len(in.out) > 1 || in.fc.lent.Load() {
 		return
 	}
 	// callback is bound to in: the next input at in uses it as it is.
