@@ -125,8 +125,8 @@ func TestConcurrentBuildsShareACache(t *testing.T) {
 
 // A build asked again with the same sources, package and platform, by
 // another Builder (the next command), takes the binary the first stored
-// and runs no go build, nor copies the sources; a changed tracked file, or a cached binary whose
-// bytes no longer match its name, builds again.
+// and runs no go build, nor copies the sources; a changed tracked file,
+// or a cached binary whose bytes no longer match its name, builds again.
 func TestSameBuildIsReused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds binaries")

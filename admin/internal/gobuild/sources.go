@@ -82,9 +82,7 @@ func mapSlice(s []string, f func(string) string) []string {
 // sources are the module's tracked files as builds running now share
 // them: their digest, read where they lie, and a copy of them, made only
 // for a build that the cache does not hold (copy), removed when the last
-// build is over. Hashing the files in place costs a read of each; copying
-// them cost every command that builds (a backfill, a deploy, a plan)
-// about 0.6 s of CPU even when each binary was in the cache.
+// build is over (see docs/design/decisions.md).
 type sources struct {
 	module string // the checkout's module root
 	// digest is the SHA-256 of the tracked files, their names, modes and
@@ -94,8 +92,7 @@ type sources struct {
 	ready  chan struct{} // closed once digest or err is set
 	err    error
 
-	copying bool
-	copied  chan struct{} // closed once the copy's fields are set
+	copied chan struct{} // made by the first build to copy, closed once the copy's fields are set
 	// root is the copy's module root, and copyDigest the digest of what
 	// was copied: the tracked files as they were then, digest unless they
 	// changed since they were hashed.
@@ -157,9 +154,9 @@ func (b *Builder) acquireSources(ctx context.Context, dir string) (src *sources,
 // runs in the copy: go build never sees the checkout.
 func (b *Builder) copy(ctx context.Context, s *sources) (root, digest string, err error) {
 	b.mu.Lock()
-	first := !s.copying
+	first := s.copied == nil
 	if first {
-		s.copying, s.copied = true, make(chan struct{})
+		s.copied = make(chan struct{})
 	}
 	b.mu.Unlock()
 	if first {
