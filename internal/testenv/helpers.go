@@ -78,6 +78,22 @@ func EnvDuration(t testing.TB, name string, def time.Duration) time.Duration {
 // how long it took: the limit the benchmarks measure a backfill against.
 func TimeRead(t testing.TB, client pulsar.Client, topic string, n int) time.Duration {
 	t.Helper()
+	d, _ := timeRead(t, client, topic, n)
+	return d
+}
+
+// TimeReadAll is TimeRead of every message topic holds, for a topic whose
+// count the caller does not know (a stage's output): how long it took and
+// how many messages there were.
+func TimeReadAll(t testing.TB, client pulsar.Client, topic string) (time.Duration, int) {
+	t.Helper()
+	return timeRead(t, client, topic, -1)
+}
+
+// timeRead reads n messages of topic from its first, or all of them when n
+// is negative.
+func timeRead(t testing.TB, client pulsar.Client, topic string, n int) (time.Duration, int) {
+	t.Helper()
 	start := time.Now()
 	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReceiverQueueSize: 5000})
 	if err != nil {
@@ -86,10 +102,11 @@ func TimeRead(t testing.TB, client pulsar.Client, topic string, n int) time.Dura
 	defer reader.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
 	defer cancel()
-	for i := range n {
+	read := 0
+	for ; n < 0 && reader.HasNext() || read < n; read++ {
 		if _, err := reader.Next(ctx); err != nil {
-			t.Fatalf("reading event %d of %s: %v", i, topic, err)
+			t.Fatalf("reading event %d of %s: %v", read, topic, err)
 		}
 	}
-	return time.Since(start)
+	return time.Since(start), read
 }
