@@ -306,9 +306,8 @@ const backfillAim = "<= 8x"
 const fusedAim = "<= 5x"
 
 // readBest reads topic from its first message until n messages have come
-// (every message it holds, for n < 0: a stage's output, whose count the
-// benchmark does not know), readRounds times, and returns the shortest time and the CPU that pids
-// used in that read: the limit the benchmarks divide by is the best read
+// (every message it holds, for n < 0), readRounds times, and returns the
+// shortest time and the CPU that pids used in that read: the limit the benchmarks divide by is the best read
 // the machine gave in the run, not one read that may have been slow (reads
 // of the same ledger on the shared machine differ by up to half). It prints
 // every read's time.
@@ -323,16 +322,12 @@ func readBest(b *testing.B, svc testenv.Services, topic string, n int, pids map[
 		best    time.Duration
 		bestCPU map[string]time.Duration
 		times   []string
+		read    int
 	)
-	read := n
 	for range readRounds {
 		before := cpuTimes(pids)
 		var d time.Duration
-		if n < 0 {
-			d, read = testenv.TimeReadAll(b, client, topic)
-		} else {
-			d = testenv.TimeRead(b, client, topic, n)
-		}
+		d, read = testenv.TimeRead(b, client, topic, n)
 		cpu := cpuSince(pids, before)
 		times = append(times, d.Round(10*time.Millisecond).String())
 		if best == 0 || d < best {

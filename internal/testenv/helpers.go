@@ -74,25 +74,11 @@ func EnvDuration(t testing.TB, name string, def time.Duration) time.Duration {
 }
 
 // TimeRead reads topic with a plain reader from its first message until n
-// messages have come (receiver queue 5000, as the runtime's), and returns
-// how long it took: the limit the benchmarks measure a backfill against.
-func TimeRead(t testing.TB, client pulsar.Client, topic string, n int) time.Duration {
-	t.Helper()
-	d, _ := timeRead(t, client, topic, n)
-	return d
-}
-
-// TimeReadAll is TimeRead of every message topic holds, for a topic whose
-// count the caller does not know (a stage's output): how long it took and
-// how many messages there were.
-func TimeReadAll(t testing.TB, client pulsar.Client, topic string) (time.Duration, int) {
-	t.Helper()
-	return timeRead(t, client, topic, -1)
-}
-
-// timeRead reads n messages of topic from its first, or all of them when n
-// is negative.
-func timeRead(t testing.TB, client pulsar.Client, topic string, n int) (time.Duration, int) {
+// messages have come (receiver queue 5000, as the runtime's), or, for
+// n < 0, every message it holds (a stage's output, whose count the caller
+// does not know), and returns how long it took and how many it read: the
+// limit the benchmarks measure a backfill against.
+func TimeRead(t testing.TB, client pulsar.Client, topic string, n int) (time.Duration, int) {
 	t.Helper()
 	start := time.Now()
 	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReceiverQueueSize: 5000})
