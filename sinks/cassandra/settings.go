@@ -11,6 +11,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/foldline/foldline/internal/cqlname"
+	"github.com/foldline/foldline/internal/cqlsession"
 	"github.com/foldline/foldline/internal/services"
 )
 
@@ -474,7 +475,7 @@ func NewSession(s Settings) (*gocql.Session, error) {
 		}
 		cluster.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: t.ValidateHostname}
 	}
-	session, err := cluster.CreateSession()
+	session, err := cqlsession.Create(cluster)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to Cassandra at %s: %w", strings.Join(s.Hosts, ","), err)
 	}
@@ -490,12 +491,12 @@ func Open(ctx context.Context, cfg Config) (*Applier, *gocql.Session, error) {
 		return nil, nil, err
 	}
 	if err := EnsureSchema(ctx, session, cfg.View, cfg.Settings.Replication); err != nil {
-		session.Close()
+		cqlsession.Close(session)
 		return nil, nil, err
 	}
 	applier, err := NewApplier(session, cfg.View, cfg.Settings)
 	if err != nil {
-		session.Close()
+		cqlsession.Close(session)
 		return nil, nil, err
 	}
 	return applier, session, nil

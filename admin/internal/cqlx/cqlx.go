@@ -9,6 +9,7 @@ import (
 
 	"github.com/gocql/gocql"
 
+	"github.com/foldline/foldline/internal/cqlsession"
 	"github.com/foldline/foldline/internal/services"
 )
 
@@ -25,7 +26,7 @@ func Connect(s services.Services) (*gocql.Session, error) {
 	cluster.Timeout = 30 * time.Second // schema changes on a busy single node take a while
 	cluster.ConnectTimeout = 10 * time.Second
 	cluster.ProtoVersion = 4
-	session, err := cluster.CreateSession()
+	session, err := cqlsession.Create(cluster)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to Cassandra at %s as %q: %w (the hosts: %s; the user: %s)",
 			s.CassandraHost, s.CassandraUser, err, s.Origin("cassandra-hosts").Change(), s.Origin("cassandra-user").Change())

@@ -14,6 +14,7 @@ import (
 	"github.com/foldline/foldline/functions/keyed/cqlstate"
 	"github.com/foldline/foldline/functions/pf"
 	"github.com/foldline/foldline/functions/transform"
+	"github.com/foldline/foldline/internal/cqlsession"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -160,7 +161,7 @@ func openTable(ctx context.Context, fc *pf.FunctionContext, codec keyed.Codec) (
 				slog.Info("keeping the keys' states", "table", keyspace+"."+table)
 				return keyed.New(cqlstate.New(session, keyspace, table), codec, opts), nil
 			}
-			session.Close()
+			cqlsession.Close(session)
 		}
 		if time.Now().After(giveUp) || ctx.Err() != nil {
 			return nil, fmt.Errorf("opening state table %s.%s: %w", keyspace, table, err)
