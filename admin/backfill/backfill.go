@@ -43,6 +43,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/admin/progress"
+	"github.com/foldline/foldline/internal/cqlsession"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
 
@@ -213,7 +214,7 @@ type recordStore interface {
 	ByTable(ctx context.Context, view, table string) (*backfillrecord.Record, error)
 }
 
-func (e *env) Close() { e.cql.Close() }
+func (e *env) Close() { cqlsession.Close(e.cql) }
 
 // cluster is what deploy.RetireExpired works on.
 func (e *env) cluster() deploy.Cluster {

@@ -25,6 +25,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/pulsarx"
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/cqlsession"
 )
 
 // Options are plan's and deploy's settings.
@@ -83,7 +84,7 @@ type session struct {
 
 func (s *session) Close() {
 	if s.cql != nil {
-		s.cql.Close()
+		cqlsession.Close(s.cql)
 	}
 }
 
@@ -105,7 +106,7 @@ func open(ctx context.Context, opts Options) (*session, error) {
 	}
 	id, err := tenantIdentity(ctx, opts.Services, cql, set.Tenant.Name)
 	if err != nil {
-		cql.Close()
+		cqlsession.Close(cql)
 		return nil, err
 	}
 	return &session{set: set, graph: graph, pulsar: pulsar, cql: cql, identity: id}, nil

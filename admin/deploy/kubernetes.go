@@ -12,6 +12,7 @@ import (
 
 	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/exitcode"
+	"github.com/foldline/foldline/internal/cqlsession"
 )
 
 // kubernetesName is a Kubernetes object name (a DNS-1123 subdomain).
@@ -62,7 +63,7 @@ holding the values. The output holds the credentials: pipe it to kubectl.`,
 			if err != nil {
 				return err
 			}
-			defer cql.Close()
+			defer cqlsession.Close(cql)
 			id, err := tenantIdentity(cmd.Context(), opts.Services, cql, set.Tenant.Name)
 			if err != nil {
 				return err

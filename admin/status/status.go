@@ -41,6 +41,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/viewscan"
 	"github.com/foldline/foldline/admin/manifest"
 	"github.com/foldline/foldline/admin/progress"
+	"github.com/foldline/foldline/internal/cqlsession"
 	"github.com/foldline/foldline/internal/textcap"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -310,7 +311,7 @@ func Open(ctx context.Context, opts Options) (*Source, error) {
 }
 
 // Close closes the Cassandra session.
-func (src *Source) Close() { src.cql.Close() }
+func (src *Source) Close() { cqlsession.Close(src.cql) }
 
 // Tenant is the tenant whose status the source reads.
 func (src *Source) Tenant() string { return src.set.Tenant.Name }

@@ -32,6 +32,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/promserve"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
+	"github.com/foldline/foldline/internal/cqlsession"
 	"github.com/foldline/foldline/internal/textcap"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -184,7 +185,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer cql.Close()
+	defer cqlsession.Close(cql)
 	entry, err := registry.Get(ctx, cql, v.Keyspace, v.Name)
 	if err != nil {
 		return nil, err

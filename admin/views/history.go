@@ -14,6 +14,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/cqlx"
 	"github.com/foldline/foldline/admin/internal/registry"
 	"github.com/foldline/foldline/admin/internal/target"
+	"github.com/foldline/foldline/internal/cqlsession"
 	"github.com/foldline/foldline/internal/textcap"
 )
 
@@ -37,7 +38,7 @@ func readHistory(ctx context.Context, cmd target.Command, keyspace, view string,
 	if err != nil {
 		return nil, err
 	}
-	defer cql.Close()
+	defer cqlsession.Close(cql)
 	history, err := registry.History(ctx, cql, keyspace, view)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ import (
 	"github.com/foldline/foldline/admin/internal/target"
 	"github.com/foldline/foldline/admin/internal/viewscan"
 	"github.com/foldline/foldline/admin/manifest"
+	"github.com/foldline/foldline/internal/cqlsession"
 	"github.com/foldline/foldline/internal/textcap"
 	"github.com/foldline/foldline/sinks/cassandra"
 )
@@ -166,7 +167,7 @@ func Activate(ctx context.Context, opts Options) (view, previous string, err err
 	if err != nil {
 		return "", "", err
 	}
-	defer t.cql.Close()
+	defer cqlsession.Close(t.cql)
 	view = t.entry.View
 	if t.version.State == registry.StateAborting {
 		return "", "", fmt.Errorf("activating %s.%s: foldline backfill --abort is removing it: %w: %w", t.keyspace, opts.Activate, ErrInUse, exitcode.ErrUsage)
@@ -268,7 +269,7 @@ func Drop(ctx context.Context, opts Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer t.cql.Close()
+	defer cqlsession.Close(t.cql)
 	view := t.entry.View
 	switch {
 	case t.entry.ActiveTable == opts.Drop:
@@ -307,7 +308,7 @@ func (o Options) find(ctx context.Context, table string) (*registered, error) {
 	}
 	entry, version, err := registry.FindTable(ctx, cql, keyspace, table)
 	if err != nil {
-		cql.Close()
+		cqlsession.Close(cql)
 		if errors.Is(err, registry.ErrUnknownTable) {
 			return nil, fmt.Errorf("%w: %w", err, exitcode.ErrNotFound)
 		}
@@ -345,7 +346,7 @@ func List(ctx context.Context, opts Options) ([]View, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer cql.Close()
+	defer cqlsession.Close(cql)
 	exists, err := registry.Exists(ctx, cql, keyspace)
 	if err != nil {
 		return nil, err
