@@ -234,7 +234,9 @@ type input struct {
 // acknowledges the input once they are confirmed. It returns before the
 // sends complete, so that the next message is taken while they are in
 // flight; sends to one topic keep their order. It returns an error only when
-// ctx ends while a retry waits: the message is then left unacknowledged.
+// ctx ends while a retry waits, or when the handler failed after a fault
+// was reported (FunctionContext.Fail): the message is then left
+// unacknowledged.
 func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acker) error {
 	inst.stats.received.inc()
 	autoAck := inst.conf.AutoAck && inst.conf.Guarantee != manual
@@ -290,6 +292,14 @@ func (inst *instance) process(ctx context.Context, msg pulsar.Message, acks acke
 			break
 		}
 		inst.stats.recordException(userException, err)
+		if fault := inst.faults.Err(); fault != nil {
+			// The instance is stopping (FunctionContext.Fail, as a stateful
+			// stage does when its state table cannot be opened): the input
+			// stays unacknowledged, to come again once the worker has
+			// started the instance anew, instead of going to the dead
+			// letters for a fault that is not its own.
+			return fault
+		}
 		if IsPermanent(err) || attempts > inst.conf.MaxRetries {
 			break
 		}
@@ -872,14 +882,20 @@ const maxDrain = 64
 
 // take processes one message of consume; stop says whether consume ends,
 // with err: when the session has ended (the message is left
-// unacknowledged, to come again in the next session) or ctx ended during a
-// retry's wait.
+// unacknowledged, to come again in the next session), when ctx ended during
+// a retry's wait (nil), or when a fault stops the instance (the fault; the
+// message is left unacknowledged too).
 func (inst *instance) take(ctx context.Context, cm pulsar.ConsumerMessage) (stop bool, err error) {
 	if inst.sess.isEnded() {
 		return true, inst.sess.err()
 	}
+	// A fault stops the instance before its next input, not only when the
+	// select in consume happens to pick it among messages ready.
+	if fault := inst.faults.Err(); fault != nil {
+		return true, fault
+	}
 	if err := inst.process(ctx, cm.Message, cm.Consumer); err != nil {
-		return true, nil
+		return true, inst.faults.Err()
 	}
 	return false, nil
 }

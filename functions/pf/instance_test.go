@@ -624,3 +624,32 @@ type nopAcker struct{}
 
 func (nopAcker) Ack(pulsar.Message) error { return nil }
 func (nopAcker) Nack(pulsar.Message)      {}
+
+// TestProcessLeavesTheInputWhenTheHandlerFailedTheInstance: a handler that
+// stops the instance (FunctionContext.Fail, as a stateful stage does when
+// its state table cannot be opened) and returns an error leaves its input
+// unacknowledged, to come again after the restart, instead of retrying it
+// into the dead letters; the next input is not taken.
+func TestProcessLeavesTheInputWhenTheHandlerFailedTheInstance(t *testing.T) {
+	conf := testConf()
+	conf.MaxRetries = 3
+	errDown := errors.New("state table down")
+	calls := 0
+	inst, out := newTestInstance(t, conf, func(ctx context.Context, in []byte) ([]byte, error) {
+		calls++
+		fc, _ := FromContext(ctx)
+		fc.Fail(errDown)
+		return nil, errDown
+	})
+	acks := &fakeAcker{}
+	if err := inst.process(t.Context(), ledgerEvent("x", 1), acks); !errors.Is(err, errDown) {
+		t.Fatalf("process = %v, want the fault", err)
+	}
+	if calls != 1 || len(out.sent) != 0 || len(acks.acked)+len(acks.nacked) != 0 {
+		t.Errorf("handler called %d times, sent %v, acked %v, nacked %v; want one call and the input left for redelivery", calls, out.sent, acks.acked, acks.nacked)
+	}
+	stop, err := inst.take(t.Context(), pulsar.ConsumerMessage{Message: ledgerEvent("y", 2), Consumer: nil})
+	if !stop || !errors.Is(err, errDown) || calls != 1 {
+		t.Errorf("take after the fault = %v, %v (handler called %d times); want a stop with the fault before the handler", stop, err, calls)
+	}
+}

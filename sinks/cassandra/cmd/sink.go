@@ -23,6 +23,9 @@ type Sink struct {
 	ready     chan struct{}
 	batcher   *cassandra.Batcher
 	metrics   *cassandra.SinkMetrics
+	// faults holds the sink's own fault: a set-up that gave up, or a
+	// failure of its goroutines.
+	faults *safego.Faults
 	// instance is the first input's FunctionContext, kept for what
 	// concerns the instance (secrets, faults, backlog, metrics): the
 	// handler takes every other input with pf.InputOf and pf.Defer, so
@@ -58,9 +61,9 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 		// The Cassandra credentials are the tenant's, from the secrets.
 		user, _ := s.instance.GetSecret(cassandra.SecretUsername)
 		password, _ := s.instance.GetSecret(cassandra.SecretPassword)
-		faults := safego.New()
-		faults.Forward(s.instance.Fail)
-		faults.Go("setting up the sink", func() { s.setUp(faults, user, password) })
+		s.faults = safego.New()
+		s.faults.Forward(s.instance.Fail)
+		s.faults.Go("setting up the sink", func() { s.setUp(s.faults, user, password) })
 	})
 	op, err := envelope.DecodeRowOp(payload)
 	if err != nil {
@@ -74,6 +77,14 @@ func (s *Sink) Handle(ctx context.Context, payload []byte) error {
 	}
 	select {
 	case <-s.ready:
+	case <-s.faults.Done():
+		// The set-up gave up. The instance stops with its error, here and
+		// now rather than from Forward's goroutine, so that the runtime
+		// leaves this input for the next run instead of retrying it into
+		// the dead letters.
+		err := s.faults.Err()
+		s.instance.Fail(err)
+		return fmt.Errorf("waiting for the sink to connect to Cassandra: %w", err)
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the sink to connect to Cassandra: %w", context.Cause(ctx))
 	}
