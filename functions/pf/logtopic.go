@@ -13,7 +13,7 @@ import (
 // function's log topic with property function=<fqfn> (as upstream does).
 type logForwarder struct {
 	stderr io.Writer
-	log    pulsar.Producer
+	log    *producer
 	fqfn   string
 }
 
@@ -24,6 +24,7 @@ func (f *logForwarder) Write(p []byte) (int, error) {
 		Payload:    append([]byte(nil), line...),
 		Properties: map[string]string{"function": f.fqfn},
 	}, func(pulsar.MessageID, *pulsar.ProducerMessage, error) {})
+	f.log.armFlush()
 	return n, err
 }
 
