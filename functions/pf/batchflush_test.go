@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +86,40 @@ func TestRuntimeFlushesItsBatches(t *testing.T) {
 	}
 	if prod.delay != 10*time.Millisecond {
 		t.Errorf("the runtime keeps a delay of %s, want 10ms", prod.delay)
+	}
+	// A partitioned topic's producer keeps the client's delay.
+	partitioned := topic + "-partitioned"
+	createPartitioned(t, s, partitioned, 2)
+	if names, err := client.TopicPartitions(partitioned); err != nil || len(names) != 2 {
+		t.Fatalf("the partitions of %s: %v, %v", partitioned, names, err)
+	}
+	if prod, err := prods.get(partitioned); err != nil {
+		t.Fatal(err)
+	} else if prod.delay != 0 {
+		t.Errorf("the runtime keeps a delay of %s for a partitioned topic, want none (the client's)", prod.delay)
+	}
+}
+
+// createPartitioned creates topic (persistent://tenant/namespace/name) with
+// n partitions.
+func createPartitioned(t *testing.T, s testenv.Services, topic string, n int) {
+	t.Helper()
+	path := strings.TrimPrefix(topic, "persistent://")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, s.PulsarAdminURL+"/admin/v2/persistent/"+path+"/partitions", strings.NewReader(strconv.Itoa(n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if err := s.AuthorizePulsar(req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("creating %s: %v", topic, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("creating %s: HTTP %d", topic, resp.StatusCode)
 	}
 }
 

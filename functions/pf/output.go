@@ -287,7 +287,11 @@ type producers struct {
 // about 1.3 % of a core for every idle function instance on the test
 // machine. So the client is given batchBackstop as its delay, and the
 // runtime flushes the batch delay after the message that started it, with
-// a timer that exists only while a batch waits.
+// a timer that exists only while a batch waits. Not for a partitioned
+// topic: the client flushes its partitions one after another, each after
+// the broker's receipt for the one before, which would hold the last
+// partition's batch back by as many round trips; each of its partitions
+// keeps the client's ticker.
 type producer struct {
 	pulsar.Producer
 	// delay is the batching delay the runtime keeps; 0 when the client
@@ -352,7 +356,10 @@ func (p *producers) get(topic string) (*producer, error) {
 	if prod, ok := byTopic[topic]; ok {
 		return prod, nil
 	}
-	opts, delay := withRuntimeDelay(p.options(topic))
+	opts, delay := p.options(topic), time.Duration(0)
+	if partitions, err := p.client.TopicPartitions(topic); err == nil && len(partitions) == 1 {
+		opts, delay = withRuntimeDelay(opts)
+	}
 	created, err := p.client.CreateProducer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating producer for %s: %w", topic, err)
