@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	pulsaradmin "github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/foldline/foldline/internal/testenv"
 )
@@ -100,27 +99,22 @@ func TestRuntimeFlushesItsBatches(t *testing.T) {
 	}
 }
 
-// createPartitioned creates topic (persistent://tenant/namespace/name) with
-// n partitions.
+// createPartitioned creates topic with n partitions, removed after the
+// test.
 func createPartitioned(t *testing.T, s testenv.Services, topic string, n int) {
 	t.Helper()
-	path := strings.TrimPrefix(topic, "persistent://")
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, s.PulsarAdminURL+"/admin/v2/persistent/"+path+"/partitions", strings.NewReader(strconv.Itoa(n)))
+	admin, err := pulsaradmin.New(s.PulsarAdminConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if err := s.AuthorizePulsar(req); err != nil {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	if err := admin.Topics().CreateWithContext(t.Context(), *tn, n); err != nil {
 		t.Fatalf("creating %s: %v", topic, err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		t.Fatalf("creating %s: HTTP %d", topic, resp.StatusCode)
-	}
+	t.Cleanup(func() { _ = admin.Topics().Delete(*tn, true, false) })
 }
 
 // doneFunc is a sendDone of a func.

@@ -24,7 +24,6 @@ func (f *logForwarder) Write(p []byte) (int, error) {
 		Payload:    append([]byte(nil), line...),
 		Properties: map[string]string{"function": f.fqfn},
 	}, func(pulsar.MessageID, *pulsar.ProducerMessage, error) {})
-	f.log.armFlush()
 	return n, err
 }
 
