@@ -11,6 +11,7 @@ import (
 
 	"github.com/foldline/foldline/admin/internal/exitcode"
 	"github.com/foldline/foldline/admin/internal/pulsarx"
+	"github.com/foldline/foldline/functions/pf"
 )
 
 // apply carries out the plan's pending changes in order, announcing each
@@ -68,6 +69,18 @@ func waitRunning(ctx context.Context, pulsar *pulsarx.Clients, plan *Plan, timeo
 				continue
 			}
 			n, reasons := runningInstances(status)
+			if n >= st.Parallelism {
+				// Running, but perhaps as the config before: the worker
+				// restarts an updated function's instances a moment
+				// after the update returned.
+				stale, err := staleInstances(ctx, pulsar, f)
+				if err != nil {
+					waiting = append(waiting, fmt.Sprintf("%s: %v", st.Name, err))
+					continue
+				}
+				n -= len(stale)
+				reasons = append(reasons, stale...)
+			}
 			running += min(n, st.Parallelism)
 			if n < st.Parallelism {
 				w := fmt.Sprintf("%s: %d/%d running", st.Name, n, st.Parallelism)
@@ -120,6 +133,36 @@ func runningInstances(status utils.FunctionStatus) (running int, reasons []strin
 		}
 	}
 	return running, reasons
+}
+
+// staleInstances returns, for each instance of f that reports the
+// fingerprint of a config other than f's (pf.FingerprintMetric), why it
+// does not count as running yet. An instance that reports none (a binary
+// from before instances reported it) counts as f's.
+func staleInstances(ctx context.Context, pulsar *pulsarx.Clients, f desiredFunction) ([]string, error) {
+	fp, _ := f.Config.UserConfig[UserConfigFingerprint].(string)
+	want, ok := pf.FingerprintMetric(fp)
+	if !ok {
+		return nil, nil
+	}
+	st := f.Stage
+	stats, err := pulsar.Functions.GetFunctionStatsWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+	if err != nil {
+		return nil, fmt.Errorf("reading its instances' stats: %w", err)
+	}
+	return staleReasons(stats, want), nil
+}
+
+// staleReasons says, of each instance in stats whose fingerprint metric
+// is not want, that it still runs the config before.
+func staleReasons(stats utils.FunctionStats, want float64) []string {
+	var reasons []string
+	for _, inst := range stats.Instances {
+		if have, ok := inst.Metrics.UserMetrics[UserConfigFingerprint]; ok && have != want {
+			reasons = append(reasons, fmt.Sprintf("instance %d: still runs the config before (the worker restarts it)", inst.InstanceID))
+		}
+	}
+	return reasons
 }
 
 // runningPoll is how often waitRunning asks the worker for the instances'

@@ -34,3 +34,23 @@ func TestRunningInstancesSaysWhyOthersAreNot(t *testing.T) {
 		t.Errorf("reasons\n got %q\nwant %q", reasons, want)
 	}
 }
+
+// An instance whose fingerprint is another config's still runs the config
+// before the update; one that reports none counts as the deployed one.
+func TestStaleReasonsNameTheInstancesOfTheConfigBefore(t *testing.T) {
+	with := func(id int64, metrics map[string]float64) utils.FunctionInstanceStats {
+		inst := utils.FunctionInstanceStats{InstanceID: id}
+		inst.Metrics.UserMetrics = metrics
+		return inst
+	}
+	stats := utils.FunctionStats{Instances: []utils.FunctionInstanceStats{
+		with(0, map[string]float64{UserConfigFingerprint: 7}),
+		with(1, map[string]float64{UserConfigFingerprint: 8, "inputs": 7}),
+		with(2, nil),
+	}}
+	got := staleReasons(stats, 7)
+	want := []string{"instance 1: still runs the config before (the worker restarts it)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("stale reasons\n got %q\nwant %q", got, want)
+	}
+}

@@ -132,6 +132,12 @@ func TestDeployShopPipeline(t *testing.T) {
 		checkOriginForms(t, opts, tenant)
 	})
 
+	// The deploy that just updated validate returned once its instance ran
+	// the new config, not while the one before still answered.
+	t.Run("every instance runs the config deploy waited for", func(t *testing.T) {
+		checkFingerprints(t, opts, tenant)
+	})
+
 	report, err := status.Get(ctx, status.Options{Command: target.Command{Dir: opts.Dir, Target: opts.Target, Services: svc}})
 	if err != nil {
 		t.Fatalf("status: %v", err)
@@ -401,6 +407,43 @@ func checkOriginForms(t *testing.T, opts deploy.Options, tenant string) {
 	}
 	if got := form("validate"); got != "single" || countKind(next.Applied, "function") != 1 {
 		t.Errorf("the next deploy: validate %v, %d functions changed; want single, 1", got, countKind(next.Applied, "function"))
+	}
+}
+
+// checkFingerprints checks that every instance of the tenant's functions
+// reports the fingerprint of its function's config (pf.FingerprintMetric).
+func checkFingerprints(t *testing.T, opts deploy.Options, tenant string) {
+	ctx := t.Context()
+	clients, err := pulsarx.Connect(opts.Services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := clients.Functions.GetFunctionsWithContext(ctx, tenant, "pipeline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		conf, err := clients.Functions.GetFunctionWithContext(ctx, tenant, "pipeline", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, ok := pf.FingerprintMetric(fmt.Sprint(conf.UserConfig[deploy.UserConfigFingerprint]))
+		if !ok {
+			t.Errorf("%s: config fingerprint %v", name, conf.UserConfig[deploy.UserConfigFingerprint])
+			continue
+		}
+		stats, err := clients.Functions.GetFunctionStatsWithContext(ctx, tenant, "pipeline", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stats.Instances) != conf.Parallelism {
+			t.Errorf("%s: stats of %d instances, want %d", name, len(stats.Instances), conf.Parallelism)
+		}
+		for _, inst := range stats.Instances {
+			if got, ok := inst.Metrics.UserMetrics[deploy.UserConfigFingerprint]; !ok || got != want {
+				t.Errorf("%s instance %d reports fingerprint %v (%v), want %v", name, inst.InstanceID, got, ok, want)
+			}
+		}
 	}
 }
 

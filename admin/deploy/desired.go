@@ -20,10 +20,12 @@ import (
 
 // Keys deploy adds to every function's user config. The fingerprint covers
 // the binary and the rest of the config, so that comparing it with the
-// deployed function's tells whether an update is needed; the binary's own
-// digest lets plan say what changed.
+// deployed function's tells whether an update is needed, and the
+// instances report it (pf.FingerprintMetric), so that the wait for them
+// tells an updated instance from the one before; the binary's own digest
+// lets plan say what changed.
 const (
-	UserConfigFingerprint = "foldline.fingerprint"
+	UserConfigFingerprint = pf.UserConfigFingerprint
 	UserConfigBinary      = "foldline.binary"
 )
 

@@ -112,6 +112,10 @@
 //   - "cpuProfile" (a file name): the instance writes a pprof CPU profile
 //     of its run there, complete once it has shut down (see
 //     UserConfigCPUProfile).
+//   - "foldline.fingerprint" (a hex digest, set by foldline deploy): the
+//     instance reports its first 52 bits as the user metric of that name,
+//     by which deploy tells an updated instance from the one before (see
+//     UserConfigFingerprint).
 //   - "receiverQueueSize", "maxPendingMessages", "compression",
 //     "batchingMaxMessages", "batchingMaxSize" and
 //     "batchingMaxPublishDelayMs": the consumers' and producers' settings,

@@ -191,6 +191,7 @@ func newInstance(conf *instanceConf, h invoker, stderr io.Writer) *instance {
 		deadLetterLog: deadLetterLogLimit(),
 		epochs:        conf.LedgerEpochs,
 	}
+	inst.stats.reportFingerprint(conf.UserConfig)
 	inst.registry.MustRegister(&collector{s: inst.stats, labels: promLabels(conf)})
 	return inst
 }
