@@ -78,7 +78,7 @@ func waitRunning(ctx context.Context, pulsar *pulsarx.Clients, plan *Plan, timeo
 					waiting = append(waiting, fmt.Sprintf("%s: %v", st.Name, err))
 					continue
 				}
-				n -= len(stale)
+				n = max(n-len(stale), 0)
 				reasons = append(reasons, stale...)
 			}
 			running += min(n, st.Parallelism)
