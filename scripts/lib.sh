@@ -141,23 +141,19 @@ pid_alive() {
 # the last poll said, and fails.
 wait_until() {
   local timeout=$1 log=$2 pidfile=$3 what=$4; shift 4
-  local start=$SECONDS probe
-  probe=$(mktemp)
-  until "$@" >"$probe" 2>&1; do
+  local start=$SECONDS said
+  until said=$("$@" 2>&1); do
     if ! pid_alive "$pidfile"; then
       say "--- last lines of $log ---"; tail -n 40 "$log" >&2 || true
-      rm -f "$probe"
       die "$what: the process exited before it was ready; log: $log"
     fi
     if (( SECONDS - start >= timeout )); then
       say "--- last lines of $log ---"; tail -n 40 "$log" >&2 || true
-      say "--- what the last readiness check ($1) said ---"; tail -n 20 "$probe" >&2 || true
-      rm -f "$probe"
+      say "--- what the last readiness check ($1) said ---"; printf '%s\n' "$said" | tail -n 20 >&2
       die "$what: not ready after ${timeout}s; log: $log"
     fi
     sleep 1
   done
-  rm -f "$probe"
   say "$what: ready after $(( SECONDS - start ))s"
 }
 

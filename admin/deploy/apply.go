@@ -63,23 +63,10 @@ func waitRunning(ctx context.Context, pulsar *pulsarx.Clients, plan *Plan, timeo
 		for _, f := range plan.functions {
 			st := f.Stage
 			total += st.Parallelism
-			status, err := pulsar.Functions.GetFunctionStatusWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+			n, reasons, err := instancesRunning(ctx, pulsar, f)
 			if err != nil {
 				waiting = append(waiting, fmt.Sprintf("%s: %v", st.Name, err))
 				continue
-			}
-			n, reasons := runningInstances(status)
-			if n >= st.Parallelism {
-				// Running, but perhaps as the config before: the worker
-				// restarts an updated function's instances a moment
-				// after the update returned.
-				stale, err := staleInstances(ctx, pulsar, f)
-				if err != nil {
-					waiting = append(waiting, fmt.Sprintf("%s: %v", st.Name, err))
-					continue
-				}
-				n = max(n-len(stale), 0)
-				reasons = append(reasons, stale...)
 			}
 			running += min(n, st.Parallelism)
 			if n < st.Parallelism {
@@ -135,22 +122,30 @@ func runningInstances(status utils.FunctionStatus) (running int, reasons []strin
 	return running, reasons
 }
 
-// staleInstances returns, for each instance of f that reports the
-// fingerprint of a config other than f's (pf.FingerprintMetric), why it
-// does not count as running yet. An instance that reports none (a binary
-// from before instances reported it) counts as f's.
-func staleInstances(ctx context.Context, pulsar *pulsarx.Clients, f desiredFunction) ([]string, error) {
+// instancesRunning counts f's instances that run f's config, and says why
+// the others do not (runningInstances). Once all run, it asks their stats
+// which config: the worker restarts an updated function's instances a
+// moment after the update returned, and until then the old ones answer
+// that they run. An instance that reports no fingerprint (a binary from
+// before instances reported it) counts as f's.
+func instancesRunning(ctx context.Context, pulsar *pulsarx.Clients, f desiredFunction) (int, []string, error) {
+	st := f.Stage
+	status, err := pulsar.Functions.GetFunctionStatusWithContext(ctx, st.Tenant, st.Namespace, st.Name)
+	if err != nil {
+		return 0, nil, err
+	}
+	n, reasons := runningInstances(status)
 	fp, _ := f.Config.UserConfig[UserConfigFingerprint].(string)
 	want, ok := pf.FingerprintMetric(fp)
-	if !ok {
-		return nil, nil
+	if n < st.Parallelism || !ok {
+		return n, reasons, nil
 	}
-	st := f.Stage
 	stats, err := pulsar.Functions.GetFunctionStatsWithContext(ctx, st.Tenant, st.Namespace, st.Name)
 	if err != nil {
-		return nil, fmt.Errorf("reading its instances' stats: %w", err)
+		return 0, nil, fmt.Errorf("reading its instances' stats: %w", err)
 	}
-	return staleReasons(stats, want), nil
+	stale := staleReasons(stats, want)
+	return max(n-len(stale), 0), append(reasons, stale...), nil
 }
 
 // staleReasons says, of each instance in stats whose fingerprint metric
